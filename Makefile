@@ -1,0 +1,34 @@
+# Two entry points for a person on a fresh machine (see README.md):
+#   make main   installs everything into .venv and runs the main job on the embedded defaults
+#   make test   installs everything into .venv and runs every notebook's tests plus tests/ under pytest
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.kgqa_installed
+export KGQA_DATA ?= $(abspath ../shared/data)
+export HF_HUB_OFFLINE := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: install main test export clean-nbs bench
+
+$(STAMP): setup.py settings.ini
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+export: install
+	$(BIN)/nbdev_export
+
+# The main job. For now: the executor demo and its benchmark (ours vs `kopl` vs `kopl-engine`).
+main: export
+	mkdir -p outputs
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/papermill --cwd nbs nbs/bench_executor.ipynb outputs/bench_executor.ipynb
+
+test: install
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest tests -q -p no:cacheprovider
+
+clean-nbs: install
+	$(BIN)/nbdev_clean
