@@ -12,9 +12,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install main test export clean-nbs bench
 
-$(STAMP): setup.py settings.ini
+$(STAMP): setup.py settings.ini scripts/install_llm.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	bash scripts/install_llm.sh $(BIN)/python
 	touch $(STAMP)
 
 install: $(STAMP)
