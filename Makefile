@@ -26,7 +26,7 @@ export: install
 # The main job. For now: the executor demo and its benchmark (ours vs `kopl` vs `kopl-engine`).
 main: export
 	mkdir -p outputs
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/papermill --cwd nbs nbs/bench_executor.ipynb outputs/bench_executor.ipynb
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/papermill --cwd nbs nbs/bench_executor.ipynb outputs/bench_executor.ipynb -p quick False
 
 test: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest tests -q -p no:cacheprovider
