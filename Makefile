@@ -14,7 +14,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 $(STAMP): setup.py settings.ini scripts/install_llm.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	# torch first, from its CPU wheel, then pinned so that no later install pulls a CUDA build
+	$(BIN)/python -m pip install -q torch==2.13.0
+	echo 'torch==2.13.0' > $(VENV)/constraints.txt
+	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e '.[dev]'
 	bash scripts/install_llm.sh $(BIN)/python
 	touch $(STAMP)
 

@@ -28,8 +28,8 @@ __all__ = ['DEFAULT_LEXICON', 'TIME_OPS', 'NUM_OPS', 'GENERATED_CATEGORIES', 'GE
            'flip', 'mirror_fact', 'rel_loc', 'program_of', 'steps_inputs', 'located', 'unique_loc', 'Renderer',
            'capitalize', 'skeleton', 'Draft', 'Templates', 'checked_answer', 'Choices', 'BenchmarkGenerator',
            'split_questions', 'generate_benchmark', 'write_benchmark', 'DatasetFormatError', 'load_kqapro_split',
-           'load_benchmark_kb', 'gold_program_accuracy', 'program_free_baseline', 'cache_dir', 'demo_kb_dict',
-           'demo_benchmark', 'metaqa_as_kopl', 'metaqa_lexicon', 'complex_metaqa']
+           'load_benchmark_kb', 'gold_program_accuracy', 'program_free_baseline', 'demo_kb_dict', 'demo_benchmark',
+           'metaqa_as_kopl', 'metaqa_lexicon', 'complex_metaqa']
 
 # %% ../nbs/09_benchgen.ipynb #07d5f2d8
 @dataclass(frozen=True)
@@ -1039,9 +1039,7 @@ def program_free_baseline(train: list[dict],  # where the most common answers ar
     return {c: proportion(sum(v), len(v)) for c, v in hits.items()}
 
 # %% ../nbs/09_benchgen.ipynb #5b134bc6
-def cache_dir() -> Path:
-    "Where built benchmarks are cached: env `KGQA_CACHE`, else ~/.cache/kgqa_nb."
-    return Path(os.environ.get('KGQA_CACHE', Path.home()/'.cache'/'kgqa_nb')).expanduser()
+from .core import cache_dir  # built benchmarks are cached in cache_dir()
 
 def demo_kb_dict() -> dict:
     "The shipped demo KB as a KB dict (current KoPL schema)."

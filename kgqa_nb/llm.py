@@ -12,12 +12,11 @@ from typing import Callable, Sequence
 from .core import KGQAError
 
 # %% auto #0
-__all__ = ['CACHE_ENV_VAR', 'BASE_URL_VARS', 'API_KEY_VARS', 'MODEL_VAR', 'SMOLLM2_FILE', 'QWEN_CODER_FILE', 'QWEN_CODER_PARTS',
-           'LOCAL_MODELS', 'PRESETS', 'DEFAULT_PRESET', 'LLMError', 'LLMUnavailableError', 'LLMCallError', 'Decoding',
-           'Completion', 'LLMBackend', 'usage_summary', 'FakeBackend', 'cache_dir', 'default_cache_path',
-           'ResponseCache', 'CachedBackend', 'first_env', 'import_or_explain', 'check_server', 'OpenAIBackend',
-           'assemble_parts', 'package_dir', 'smollm2_path', 'qwen_coder_path', 'local_model_path', 'LlamaCppBackend',
-           'Preset', 'get_backend']
+__all__ = ['BASE_URL_VARS', 'API_KEY_VARS', 'MODEL_VAR', 'SMOLLM2_FILE', 'QWEN_CODER_FILE', 'QWEN_CODER_PARTS', 'LOCAL_MODELS',
+           'PRESETS', 'DEFAULT_PRESET', 'LLMError', 'LLMUnavailableError', 'LLMCallError', 'Decoding', 'Completion',
+           'LLMBackend', 'usage_summary', 'FakeBackend', 'default_cache_path', 'ResponseCache', 'CachedBackend',
+           'first_env', 'import_or_explain', 'check_server', 'OpenAIBackend', 'assemble_parts', 'package_dir',
+           'smollm2_path', 'qwen_coder_path', 'local_model_path', 'LlamaCppBackend', 'Preset', 'get_backend']
 
 # %% ../nbs/10_llm.ipynb #e1ddb42c
 class LLMError(KGQAError):
@@ -154,15 +153,7 @@ class FakeBackend(LLMBackend):
         return [self.complete(p, decoding) for p in prompts]
 
 # %% ../nbs/10_llm.ipynb #105ea548
-CACHE_ENV_VAR = 'KGQA_CACHE'
-
-def cache_dir(sub: str = '',  # a path inside the cache folder, e.g. 'models'
-             ) -> Path:
-    "The folder for expensive artifacts: env var `KGQA_CACHE`, else ~/.cache/kgqa_nb (created on demand)."
-    p = Path(os.environ.get(CACHE_ENV_VAR) or '~/.cache/kgqa_nb').expanduser()
-    p = p/sub if sub else p
-    p.mkdir(parents=True, exist_ok=True)
-    return p
+from .core import cache_dir, CACHE_ENV_VAR
 
 def default_cache_path() -> Path:
     "The shared response cache file in `cache_dir()`."
