@@ -15,7 +15,7 @@ from datetime import date, timedelta
 from pathlib import Path
 import numpy as np
 from .core import KGQAError, data_dir, package_data
-from .kg import KG, Value, QUANTITY, VALUE_TYPES, from_kopl_dict, load_kb
+from .kg import KG, Value, QUANTITY, VALUE_TYPES, from_kopl_dict, load_kb, read_metaqa_triples
 from .functions import program_from_lists, FUNCTIONS
 from .executor import KoPLExecutor, Ents, Vals
 from .evaluate import kqapro_categories, answers_match, single_answer, proportion, Score
@@ -1065,17 +1065,9 @@ METAQA_ATTRIBUTES = {'release_year': ('publication date', 'year'), 'in_language'
 METAQA_CATEGORIES = ('Multi-hop', 'Logical', 'Count', 'Verify')
 
 def _read_metaqa_triples(path: Path) -> list[tuple[str, str, str]]:
-    triples, seen = [], set()
-    with open(path, encoding='utf-8') as f:
-        for ln, line in enumerate(f, 1):
-            line = line.rstrip('\n')
-            if not line.strip(): continue
-            parts = line.split('|')
-            if len(parts) != 3: raise DatasetFormatError(f'{path}:{ln}: expected head|relation|tail, got {line[:200]!r}')
-            if parts[1] not in METAQA_RELATIONS and parts[1] not in METAQA_ATTRIBUTES and parts[1] != 'has_genre':
-                raise DatasetFormatError(f'{path}:{ln}: unknown MetaQA relation {parts[1]!r}')
-            t = tuple(parts)
-            if t not in seen: seen.add(t); triples.append(t)
+    triples = read_metaqa_triples(path)
+    unknown = sorted({r for _, r, _ in triples if r not in METAQA_RELATIONS and r not in METAQA_ATTRIBUTES and r != 'has_genre'})
+    if unknown: raise DatasetFormatError(f'{path}: unknown MetaQA relations {unknown}')
     return triples
 
 def metaqa_as_kopl(kb_txt_path: str | Path,  # MetaQA's kb.txt
