@@ -708,29 +708,24 @@ class Templates:
     def _joined(self, r: Renderer, l1: Loc, l2: Loc, word: str, plural_: bool) -> str:
         return f'{r.noun(l1.concept, plural_)} {r.clauses(l1, plural_)} {word} {r.clauses(l2, plural_)}'
 
-    def l_and_name(self, rng: random.Random) -> Draft | None:
-        got = self._two_branches(rng, same_target=True)
+    def _logical(self, rng: random.Random, join: str, query: str, phrasings: list[str], answer_type: str) -> Draft | None:
+        "Two branches over one concept joined by `join` (And: same target concept; Or: any), then `query`."
+        got = self._two_branches(rng, same_target=(join == 'And'))
         if got is None: return None
         l1, l2 = got
         r = Renderer(rng, self.lex)
-        q = r.choice(['Which is the {d}?', 'What is the {d}?', 'Name the {d}.']).replace('{d}', self._joined(r, l1, l2, 'and', False))
-        return self._draft(r, 'Logical', 'and_name', l1.steps + l2.steps + [('And', []), ('QueryName', [])], q, 'entity')
+        q = r.choice(phrasings).replace('{d}', self._joined(r, l1, l2, join.lower(), query == 'Count'))
+        template = f'{join.lower()}_{"name" if query == "QueryName" else "count"}'
+        return self._draft(r, 'Logical', template, l1.steps + l2.steps + [(join, []), (query, [])], q, answer_type)
+
+    def l_and_name(self, rng: random.Random) -> Draft | None:
+        return self._logical(rng, 'And', 'QueryName', ['Which is the {d}?', 'What is the {d}?', 'Name the {d}.'], 'entity')
 
     def l_and_count(self, rng: random.Random) -> Draft | None:
-        got = self._two_branches(rng, same_target=True)
-        if got is None: return None
-        l1, l2 = got
-        r = Renderer(rng, self.lex)
-        q = r.choice(['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.']).replace('{d}', self._joined(r, l1, l2, 'and', True))
-        return self._draft(r, 'Logical', 'and_count', l1.steps + l2.steps + [('And', []), ('Count', [])], q, 'count')
+        return self._logical(rng, 'And', 'Count', ['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.'], 'count')
 
     def l_or_count(self, rng: random.Random) -> Draft | None:
-        got = self._two_branches(rng, same_target=False)
-        if got is None: return None
-        l1, l2 = got
-        r = Renderer(rng, self.lex)
-        q = r.choice(['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.']).replace('{d}', self._joined(r, l1, l2, 'or', True))
-        return self._draft(r, 'Logical', 'or_count', l1.steps + l2.steps + [('Or', []), ('Count', [])], q, 'count')
+        return self._logical(rng, 'Or', 'Count', ['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.'], 'count')
 
     # ---- Count ----
     def count(self, rng: random.Random) -> Draft | None:
