@@ -65,6 +65,12 @@ class Completion:
     model: str  # model id
     cached: bool = False  # True when the answer came from the response cache
     finish_reason: str = ''  # 'stop' (end of text or a stop string) or 'length' (max_tokens reached)
+    prompt_seconds: float | None = None  # part of `seconds` spent reading the prompt (None: the backend cannot tell)
+
+    @property
+    def generation_seconds(self) -> float | None:
+        "The part of `seconds` spent generating (None when the split is unknown)."
+        return None if self.prompt_seconds is None else max(0.0, self.seconds - self.prompt_seconds)
 
 # %% ../nbs/10_llm.ipynb #b66b4048
 class LLMBackend:
@@ -119,6 +125,7 @@ class FakeBackend(LLMBackend):
         super().__init__()
         self.answers, self.default, self.model = answers, default, model
         self.prompts: list[str] = []
+        self.decodings: list[Decoding] = []  # the decoding of each call, in order
         self._next = 0
         self._lock = threading.Lock()
 
@@ -136,7 +143,7 @@ class FakeBackend(LLMBackend):
 
     def _complete(self, prompt: str, decoding: Decoding) -> Completion:
         with self._lock:
-            self.prompts.append(prompt)
+            self.prompts.append(prompt); self.decodings.append(decoding)
             text = self._scripted(prompt)
         if text is None: text = self.default
         if text is None: raise LLMCallError(f'FakeBackend has no scripted answer for the prompt {prompt[:80]!r}...')
@@ -171,6 +178,8 @@ class ResponseCache:
         self._db.execute('CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model TEXT, prompt TEXT, '
                          'decoding TEXT, text TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, '
                          'seconds REAL, finish_reason TEXT, created REAL)')
+        # the prompt/generation time split, in a table of its own so that older cache files stay valid
+        self._db.execute('CREATE TABLE IF NOT EXISTS timings (key TEXT PRIMARY KEY, prompt_seconds REAL)')
 
     @staticmethod
     def key(model: str, prompt: str, decoding: Decoding) -> str:
@@ -181,11 +190,12 @@ class ResponseCache:
     def get(self, model: str, prompt: str, decoding: Decoding) -> Completion | None:
         "The stored completion, or None."
         with self._lock:
-            row = self._db.execute('SELECT text, prompt_tokens, completion_tokens, seconds, finish_reason '
-                                   'FROM completions WHERE key = ?', (self.key(model, prompt, decoding),)).fetchone()
+            row = self._db.execute('SELECT c.text, c.prompt_tokens, c.completion_tokens, c.seconds, c.finish_reason, t.prompt_seconds '
+                                   'FROM completions c LEFT JOIN timings t ON t.key = c.key WHERE c.key = ?',
+                                   (self.key(model, prompt, decoding),)).fetchone()
         if row is None: return None
-        text, pt, ct, secs, finish = row
-        return Completion(text, pt, ct, secs, model, True, finish)
+        text, pt, ct, secs, finish, psecs = row
+        return Completion(text, pt, ct, secs, model, True, finish, psecs)
 
     def put(self, model: str, prompt: str, decoding: Decoding, completion: Completion):
         "Store (or replace) the completion of `prompt`."
@@ -194,6 +204,8 @@ class ResponseCache:
             self._db.execute('INSERT OR REPLACE INTO completions VALUES (?,?,?,?,?,?,?,?,?,?)',
                              (self.key(model, prompt, decoding), model, prompt, json.dumps(decoding.as_dict()),
                               c.text, c.prompt_tokens, c.completion_tokens, c.seconds, c.finish_reason, time.time()))
+            if c.prompt_seconds is not None:
+                self._db.execute('INSERT OR REPLACE INTO timings VALUES (?,?)', (self.key(model, prompt, decoding), c.prompt_seconds))
 
     def __len__(self) -> int:
         with self._lock: return self._db.execute('SELECT COUNT(*) FROM completions').fetchone()[0]
@@ -421,6 +433,7 @@ class LlamaCppBackend(LLMBackend):
         if not self.model_path.exists(): raise LLMUnavailableError(f'Model file {self.model_path} does not exist.')
         self.model = model or self.model_path.stem
         self.mode, self.reuse_prefix, self.n_ctx, self.n_batch = mode, reuse_prefix, n_ctx, n_batch
+        self._llama_cpp = llama_cpp
         self.llm = llama_cpp.Llama(model_path=str(self.model_path), n_ctx=n_ctx, n_threads=n_threads,
                                    n_threads_batch=n_threads, n_batch=n_batch, seed=0, verbose=verbose)
         self.last_reused_tokens = 0
@@ -453,17 +466,28 @@ class LlamaCppBackend(LLMBackend):
                 self.last_reused_tokens = self._keep_aligned_prefix(tokens)
                 self._prompt_len = 0  # stays 0 if the call fails half-way
             t = time.perf_counter()
+            self._perf_reset()
             try:
                 if self.mode == 'chat': r = self.llm.create_chat_completion([{'role': 'user', 'content': prompt}], **args)
                 else: r = self.llm.create_completion(prompt, **args)
             except ValueError as e:  # llama-cpp-python reports a prompt longer than the context this way
                 raise LLMCallError(f'{self.model}: {e} (n_ctx={self.n_ctx}; pass a larger n_ctx or shorten the prompt)') from e
             seconds = time.perf_counter() - t
+            prompt_seconds = self._perf_prompt_seconds()
             if self.mode == 'completions': self._prompt_len = len(tokens)
         choice, u = r['choices'][0], r['usage']
         text = choice['message']['content'] if self.mode == 'chat' else choice['text']
         return Completion(text or '', u['prompt_tokens'], u['completion_tokens'], seconds, self.model, False,
-                          choice.get('finish_reason') or '')
+                          choice.get('finish_reason') or '', prompt_seconds)
+
+    def _perf_reset(self):
+        "Zero llama.cpp's timers before a call, so that `_perf_prompt_seconds` reads this call's prompt time."
+        try: self._llama_cpp.llama_perf_context_reset(self.llm._ctx.ctx)
+        except Exception: pass  # an older or newer binding without the perf API: the split stays unknown
+
+    def _perf_prompt_seconds(self) -> float | None:
+        try: return round(self._llama_cpp.llama_perf_context(self.llm._ctx.ctx).t_p_eval_ms / 1000, 4)
+        except Exception: return None
 
     def complete_many(self, prompts, decoding=None, max_workers=None) -> list[Completion]:
         "Sequential: one context answers one prompt at a time (and keeps the shared prefix warm)."
