@@ -35,10 +35,11 @@ _FORBIDDEN_EVENTS = ('exec', 'import', 'os.system', 'os.exec', 'os.posix_spawn',
 # nothing else, is allowed while the guard is on.
 _PARSER_IMPORTS = {'unicodedata'}
 
-def _audit(event, args):
-    if not _GUARD['on'] or not event.startswith(_FORBIDDEN_EVENTS): return
-    if event == 'import' and args and args[0] in _PARSER_IMPORTS: return
-    _GUARD['events'].append(event)
+def _audit(event, args, guard=_GUARD, forbidden=_FORBIDDEN_EVENTS, allowed=_PARSER_IMPORTS):
+    # the defaults bind the module's objects: the hook outlives the module's globals at interpreter exit
+    if not guard['on'] or not event.startswith(forbidden): return
+    if event == 'import' and args and args[0] in allowed: return
+    guard['events'].append(event)
 
 sys.addaudithook(_audit)  # audit hooks cannot be removed; it only records while the guard is on
 
