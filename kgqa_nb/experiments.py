@@ -217,7 +217,8 @@ def read_generation_ser(d: dict) -> tuple[list[dict], dict]:
     rows = [{'data': k, 'n': v.get('n'), 'SER %': v.get('ser_percent'), 'prompt tok': v.get('mean_prompt_tokens'),
              'output tok': v.get('mean_output_tokens'), 's/question': v.get('seconds_per_question_prefix_reuse')}
             for k, v in (d.get('summary') or {}).items()]
-    return rows, dict(data='demo KQA Pro benchmark + MetaQA dev', model=d.get('model'), linking='oracle entities in prompt (generation only)')
+    return rows, dict(data='KQA Pro test questions (official, generation only) + MetaQA dev', model=d.get('model'),
+                      linking='realistic: MetaQA bracketed topic; KQA Pro questions without entity lines')
 
 def read_bench_executor(d: dict) -> tuple[list[dict], dict]:
     rows = [{'engine': k, **{m: v.get(m) for m in ('programs_per_s', 'load_s', 'peak_rss_mb')}} for k, v in (d.get('results') or {}).items()]
