@@ -27,7 +27,7 @@ export: install
 	$(BIN)/nbdev_export
 
 # The main job: CodeAlignKGQA on the demo KQA Pro benchmark with the local Qwen2.5-Coder-1.5B (40 questions,
-# about 12 s each on 2 cores), then the results page outputs/README.md. Resumable: rerunning skips finished questions.
+# time per question not measured yet), then the results page outputs/README.md. Resumable: rerunning skips finished questions.
 # `make main MAIN_N=12` answers fewer questions.
 MAIN_N ?= 40
 main: export

@@ -561,6 +561,16 @@ class Templates:
         facts = [a for a in self.ix.attrs(e) if a.quals]
         return (e, rng.choice(facts)) if facts else None
 
+    def _condition(self, rng: random.Random) -> tuple[int, AttrFact, str, Value] | None:
+        "A named entity's qualified attribute fact and one of its qualifiers (key, value) to condition on."
+        got = self._named_fact_with_quals(rng)
+        if got is None: return None
+        e, a = got
+        qk = rng.choice(sorted(a.quals))
+        qv = rng.choice(a.quals[qk])
+        if qv.type == 'quantity' and float(num_text(qv.value)) != qv.value: return None
+        return e, a, qk, qv
+
     def q_attr_qualifier(self, rng: random.Random) -> Draft | None:
         got = self._named_fact_with_quals(rng)
         if got is None: return None
@@ -596,12 +606,9 @@ class Templates:
         return self._draft(r, 'Qualifier', 'query_relation_qualifier', steps, q, 'value')
 
     def q_attr_under_condition(self, rng: random.Random) -> Draft | None:
-        got = self._named_fact_with_quals(rng)
+        got = self._condition(rng)
         if got is None: return None
-        e, a = got
-        qk = rng.choice(sorted(a.quals))
-        qv = rng.choice(a.quals[qk])
-        if qv.type == 'quantity' and float(num_text(qv.value)) != qv.value: return None
+        e, a, qk, qv = got
         r = Renderer(rng, self.lex)
         d = r.mention(self.ix.kg.names[e])
         cond = f'in {r.value(qv)}' if qk == 'point in time' and rng.random() < 0.6 else \
@@ -781,12 +788,9 @@ class Templates:
         return self._draft(r, 'Verify', 'verify_attr', steps, q, 'boolean')
 
     def v_under_condition(self, rng: random.Random) -> Draft | None:
-        got = self._named_fact_with_quals(rng)
+        got = self._condition(rng)
         if got is None: return None
-        e, a = got
-        qk = rng.choice(sorted(a.quals))
-        qv = rng.choice(a.quals[qk])
-        if qv.type == 'quantity' and float(num_text(qv.value)) != qv.value: return None
+        e, a, qk, qv = got
         fn, t, op = self._verify_target(a.key, a.value, rng)
         r = Renderer(rng, self.lex)
         d = r.mention(self.ix.kg.names[e])
