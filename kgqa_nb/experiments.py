@@ -15,11 +15,15 @@ from .evaluate import answers_match, single_answer, kqapro_categories, wilson_in
 from .pipeline import NAMED_CONFIGS, PipelineConfig, Question, Stages, execute_answers
 
 # %% auto #0
-__all__ = ['KQAPRO_NEEDED', 'FAKE_PROGRAM', 'REPORT_SECTIONS', 'ExperimentError', 'resolve_kqapro_folder', 'record_category',
-           'kqapro_questions', 'kqapro_stages', 'kqapro_rescore', 'experiment_config', 'experiment_backend',
-           'write_table', 'group_bar_chart', 'latency_chart', 'md_table', 'flat_scalars', 'read_run',
-           'read_metaqa_pipelines', 'read_generation_ser', 'read_bench_executor', 'read_facts', 'read_bench_complex',
-           'read_nskgqa', 'read_generic', 'report_section', 'write_report']
+__all__ = ['KQAPRO_NEEDED', 'FAKE_PROGRAM', 'REPORT_SECTIONS', 'ABLATION_COLUMNS', 'PIPELINE_ABLATIONS', 'NSKGQA_ABLATIONS',
+           'DUAL_VARIANTS', 'DUAL_METRICS', 'ABLATION_COLORS', 'ExperimentError', 'resolve_kqapro_folder',
+           'record_category', 'kqapro_questions', 'kqapro_stages', 'kqapro_rescore', 'experiment_config',
+           'experiment_backend', 'write_table', 'group_bar_chart', 'latency_chart', 'md_table', 'flat_scalars',
+           'read_run', 'read_metaqa_pipelines', 'read_generation_ser', 'read_bench_executor', 'read_facts',
+           'read_bench_complex', 'read_nskgqa', 'read_generic', 'read_metaqa_kbcoder', 'read_webqsp_fer',
+           'read_run_webqsp', 'read_ablations', 'report_section', 'write_report', 'ablation_row', 'config_records',
+           'pipeline_ablation', 'pipeline_ablation_rows', 'nskgqa_setting_rows', 'nskgqa_ablation_rows',
+           'dual_kge_ablation_rows', 'ablation_table', 'ablation_chart', 'ablation_summary']
 
 # %% ../nbs/19_experiments.ipynb #cb77e7d0
 class ExperimentError(KGQAError, ValueError):
@@ -254,14 +258,58 @@ def read_generic(d: dict) -> tuple[list[dict], dict]:
     labels = {k: d.get(k) or _get(d, 'parameters', k) for k in ('data', 'model', 'linking')}
     return rows[:40], labels
 
+def _model_of(runs: dict) -> str:
+    return ', '.join(sorted({str((r.get('settings') or {}).get('model')) for r in runs.values()})) or None
+
+def read_metaqa_kbcoder(d: dict) -> tuple[list[dict], dict]:
+    "run_kbcoder's outputs/metaqa_kbcoder.json: per variant and hop, Hits@1 (95% CI), FER, tries and seconds per question."
+    rows = []
+    for name, run in (d.get('runs') or {}).items():
+        for ds, s in (run.get('summary') or {}).items():
+            rows.append({'variant': name, 'data': ds, 'n': s.get('n'), 'Hits@1 %': s.get('hits_at_1'), '95% CI': s.get('ci95'),
+                         'FER %': s.get('fer_percent'), 'tries/q': s.get('tries_per_question'), 's/q': s.get('seconds_per_question'),
+                         'done/planned': f"{run.get('questions_done')}/{run.get('questions_planned')}"})
+    links = {('hard match + dense retrieval' if (r.get('settings') or {}).get('linking_index') else 'hard match + string similarity')
+             for r in (d.get('runs') or {}).values()}
+    return rows, dict(data='MetaQA dev, the CodeAlignKGQA measurement\'s seeded sample', model=_model_of(d.get('runs') or {}),
+                      linking='realistic (bracketed topic shown; names linked by ' + ' / '.join(sorted(links)) + ')')
+
+def read_webqsp_fer(d: dict) -> tuple[list[dict], dict]:
+    "run_kbcoder's outputs/webqsp_fer.json: FER per variant (generation only)."
+    rows = [{'variant': name, 'n': (run.get('summary') or {}).get('n'), 'FER %': (run.get('summary') or {}).get('fer_percent'),
+             '95% CI': (run.get('summary') or {}).get('fer_ci95'), 'sample FER %': (run.get('summary') or {}).get('sample_fer_percent'),
+             'answers scored': 'no (no Freebase)'} for name, run in (d.get('runs') or {}).items()]
+    return rows, dict(data='WebQSP test, seeded sample (generation only: answers cannot be scored)', model=_model_of(d.get('runs') or {}),
+                      linking='none (generation only)')
+
+def read_run_webqsp(d: dict) -> tuple[list[dict], dict]:
+    "run_webqsp's metrics.json: FER (KB-Coder) or SER (CodeAlignKGQA) and the commonest error types."
+    s = d.get('summary') or {}
+    errors = ', '.join(f"{e['error type']} {e['percent']}%" for e in (d.get('error_types') or []) if e.get('error type') != 'valid')
+    rows = [{'system': d.get('system'), 'metric': d.get('metric'), 'n': s.get('n'), 'rate %': s.get('fer_percent'), '95% CI': s.get('fer_ci95'),
+             'sample rate %': s.get('sample_fer_percent'), 'error types (samples)': errors or 'none', 's/q': s.get('seconds_per_question'),
+             'answers scored': 'no (no Freebase)'}]
+    return rows, dict(data=d.get('data'), model=d.get('model'), linking=d.get('linking'))
+
+def read_ablations(d: dict) -> tuple[list[dict], dict]:
+    "ablations' ablations.json: one row per ablation and group, delta against the full configuration."
+    keep = ('system', 'ablation', 'full', 'group', 'n', 'metric', 'full_value', 'value', 'delta', 'note', 'model', 'linking')
+    return [{k: r.get(k) for k in keep} for r in d.get('rows') or []], dict(data=d.get('data'), model=d.get('model'), linking=d.get('linking'))
+
 # %% ../nbs/19_experiments.ipynb #b956937c
 REPORT_SECTIONS = [
     ('run_kqapro/metrics.json', 'KQA Pro: the main job (run_kqapro)', read_run, ['run_kqapro/by_category.png', 'run_kqapro/latency.png']),
     ('run_metaqa/metrics.json', 'MetaQA run (run_metaqa)', read_run, ['run_metaqa/by_hop.png', 'run_metaqa/latency.png']),
     ('metaqa_pipelines.json', 'MetaQA: CodeAlignKGQA, ablations and SymKGQA (metaqa_pipelines)', read_metaqa_pipelines,
      ['metaqa_pipelines/hits_by_hop.png', 'metaqa_pipelines/latency_by_stage.png']),
-    ('metaqa_kbcoder.json', 'MetaQA: KB-Coder (run_kbcoder)', read_generic, []),
-    ('webqsp_fer.json', 'WebQSP: format error rate (run_kbcoder)', read_generic, []),
+    ('metaqa_kbcoder.json', 'MetaQA: KB-Coder (run_kbcoder)', read_metaqa_kbcoder, []),
+    ('webqsp_fer.json', 'WebQSP: format error rate (run_kbcoder)', read_webqsp_fer, []),
+    ('run_webqsp/kbcoder/metrics.json', 'WebQSP: KB-Coder format error rate, generation only (run_webqsp)', read_run_webqsp,
+     ['run_webqsp/kbcoder/error_types.png']),
+    ('run_webqsp/codealign/metrics.json', 'WebQSP: CodeAlignKGQA syntax error rate, generation only (run_webqsp)', read_run_webqsp,
+     ['run_webqsp/codealign/error_types.png']),
+    ('ablations/ablations.json', "Ablations: deltas against each system's full configuration (ablations)", read_ablations,
+     ['ablations/ablation_deltas.png']),
     ('metaqa_nskgqa.json', 'MetaQA: NS-KGQA (run_nskgqa)', read_nskgqa, []),
     ('generation_ser.json', 'Syntax error rate of generation (generation_ser)', read_generation_ser, []),
     ('facts_extraction/metrics.json', 'Facts extraction precision/recall against theta (facts_extraction)', read_facts, ['facts_extraction/pr_theta.png']),
@@ -301,3 +349,195 @@ def write_report(outputs: str | Path,  # the outputs folder holding every run's 
     out = Path(out_path) if out_path else outputs/'README.md'
     out.parent.mkdir(parents=True, exist_ok=True); out.write_text(text)
     return text
+
+# %% ../nbs/19_experiments.ipynb #b2176484
+from collections import Counter
+from .pipeline import read_records, summarize
+
+ABLATION_COLUMNS = ['source', 'system', 'ablation', 'full', 'config', 'group', 'n', 'metric', 'full_value', 'value',
+                    'delta', 'note', 'data', 'model', 'linking']
+
+def ablation_row(source: str,  # where the numbers come from: the producing notebook and its file
+                 system: str,  # the system ablated ('CodeAlignKGQA', 'SymKGQA', 'NS-KGQA', 'dual KGE')
+                 ablation: str,  # what the ablation changes, in words
+                 full: str,  # the full configuration it is compared with
+                 config: str,  # the ablated configuration
+                 group: str = '',  # the questions' group ('metaqa-1hop', '1-hop', 'all', 'Nations'); '' when there are no numbers
+                 n: int | None = None,  # questions (or folds, comparisons) behind the ablation's number
+                 metric: str = 'Hits@1 %',  # what the numbers measure
+                 full_value: float | None = None,  # the full configuration's number
+                 value: float | None = None,  # the ablation's number
+                 note: str = '',  # why there are no numbers ('not run yet: ...'), or what to know about them
+                 data: str = '',  # the data the numbers were measured on
+                 model: str = '',  # the model (or 'no LLM' system) that produced them
+                 linking: str = '',  # the entity linking mode
+                ) -> dict:
+    "One ablation table row (keys: `ABLATION_COLUMNS`); delta is ablation minus full, in points, when both numbers exist."
+    delta = round(value - full_value, 2) if isinstance(value, (int, float)) and isinstance(full_value, (int, float)) else None
+    return dict(source=source, system=system, ablation=ablation, full=full, config=config, group=group, n=n, metric=metric,
+                full_value=full_value, value=value, delta=delta, note=note, data=data, model=model, linking=linking)
+
+# %% ../nbs/19_experiments.ipynb #d3b131fc
+PIPELINE_ABLATIONS = [  # (system, full configuration, ablated configuration, what changes)
+    ('CodeAlignKGQA', 'codealign', 'no_grounding', 'without QUACK grounding'),
+    ('CodeAlignKGQA', 'codealign', 'no_correction', 'without self code-correction'),
+    ('CodeAlignKGQA', 'codealign', 'manual_demos', 'fixed demonstrations D instead of retrieved ones'),
+    ('CodeAlignKGQA', 'codealign', 'no_facts', 'without question-specific facts'),
+    ('SymKGQA', 'symkgqa', 'symkgqa_no_sampling', 'without sampled re-generations'),
+]
+
+def config_records(records_path: str | Path,  # run_pipeline's JSONL records
+                   name: str,  # a key of `pipeline.NAMED_CONFIGS`
+                   linking: str = 'realistic',  # the linking mode of the configuration
+                   model: str | None = None,  # the model id; None: the one with most records of the configuration
+                  ) -> tuple[dict, str | None]:
+    "Records of a named configuration (by question id) and the model they are of; ({}, None) when there are none."
+    cfg = NAMED_CONFIGS[name](linking)
+    if model is None:
+        models = Counter(r.get('model') for r in read_records(records_path, cfg).values())
+        if not models: return {}, None
+        model = models.most_common(1)[0][0]
+    return read_records(records_path, cfg, model), model
+
+def pipeline_ablation(records_path: str | Path,  # run_pipeline's JSONL records
+                      system: str,  # 'CodeAlignKGQA' or 'SymKGQA'
+                      full: str,  # the full configuration's name
+                      abl: str,  # the ablated configuration's name
+                      what: str,  # what the ablation changes
+                      linking: str = 'realistic',  # the linking mode to compare in
+                      model: str | None = None,  # the model id; None: the one with most records of `full`
+                     ) -> list[dict]:
+    "Rows of one pipeline ablation: per group on the question ids both configurations have, else one 'not run yet' row."
+    src, data = f'metaqa_pipelines ({records_path})', 'MetaQA dev (vanilla), seeded sample'
+    def not_run(why: str, model_id: str = '') -> list[dict]:
+        return [ablation_row(src, system, what, full, abl, note=f'not run yet: {why}', data=data, model=model_id, linking=linking)]
+    if not Path(records_path).exists(): return not_run(f'{records_path} does not exist')
+    if abl not in NAMED_CONFIGS: return not_run(f'{abl!r} is not in kgqa_nb.pipeline.NAMED_CONFIGS')
+    full_recs, model_id = config_records(records_path, full, linking, model)
+    if not full_recs: return not_run(f'no records of {full!r} ({linking} linking)')
+    abl_recs, _ = config_records(records_path, abl, linking, model_id)
+    ids = [i for i in full_recs if i in abl_recs]
+    if not ids: return not_run(f'no records of {abl!r} with model {model_id} on the questions of {full!r}', model_id)
+    s_full, s_abl = summarize([full_recs[i] for i in ids]), summarize([abl_recs[i] for i in ids])
+    return [ablation_row(src, system, what, full, abl, group, s_full[group]['n'], 'Hits@1 %', s_full[group]['hits_at_1'],
+                         s_abl[group]['hits_at_1'], f'same {len(ids)} question ids', data, model_id, linking)
+            for group in sorted(s_full, key=lambda g: (g == 'all', g))]
+
+def pipeline_ablation_rows(records_path: str | Path,  # run_pipeline's JSONL records (metaqa_pipelines)
+                           linking: str = 'realistic',  # the linking mode to compare in
+                           model: str | None = None,  # the model id; None: the one with most records of each full configuration
+                          ) -> list[dict]:
+    "Rows of every `PIPELINE_ABLATIONS` entry, in order."
+    return [row for system, full, abl, what in PIPELINE_ABLATIONS
+            for row in pipeline_ablation(records_path, system, full, abl, what, linking, model)]
+
+# %% ../nbs/19_experiments.ipynb #0b9fe2e8
+NSKGQA_ABLATIONS = [  # (setting, compared with, what changes)
+    ('oracle', 'realistic', 'oracle subgraph (gold question type) instead of the parsed one'),
+    ('realistic-names', 'realistic', 'relation names only (no aliases), the paper\'s matching'),
+    ('realistic-kge', 'realistic', 'ComplEx scoring instead of KG traversal'),
+    ('oracle-kge', 'oracle', 'ComplEx scoring instead of KG traversal, oracle subgraph'),
+    ('incomplete-kg', 'realistic', '10% of the KG removed (traversal)'),
+    ('incomplete-hybrid', 'incomplete-kg', 'incomplete KG: hybrid (KG + ComplEx) instead of traversal'),
+]
+
+def nskgqa_setting_rows(path: str | Path,  # run_nskgqa's metrics file the settings come from (named in the rows)
+                        settings: dict,  # run_nskgqa's 'settings': name -> {'hits1': {hop: {'value', 'n', ...}}}
+                        setting: str,  # the ablated setting
+                        base: str,  # the setting it is compared with
+                        what: str,  # what changes
+                        data: str = '',  # the data label
+                        model: str = '',  # the model label
+                       ) -> list[dict]:
+    "Rows of one NS-KGQA setting against its base, per hop of the base; a 'not run yet' row when either setting is missing."
+    src = f'run_nskgqa ({path})'
+    if setting not in settings or base not in settings:
+        missing = setting if setting not in settings else base
+        return [ablation_row(src, 'NS-KGQA', what, base, setting, note=f'not run yet: setting {missing!r} not in {path}', data=data, model=model)]
+    link = 'oracle subgraph' if setting.startswith('oracle') else 'realistic (topic entity from the question)'
+    rows = []
+    for hop in sorted(settings[base]['hits1'], key=str):
+        a, b = settings[base]['hits1'][hop], settings[setting]['hits1'].get(hop)
+        if b is None:
+            rows.append(ablation_row(src, 'NS-KGQA', what, base, setting, f'{hop}-hop', note=f'no {hop}-hop result for {setting}', data=data, model=model, linking=link))
+            continue
+        note = '' if a['n'] == b['n'] else f"n differs: {base} {a['n']}, {setting} {b['n']} (first questions of the same sample)"
+        rows.append(ablation_row(src, 'NS-KGQA', what, base, setting, f'{hop}-hop', b['n'], 'Hits@1 %', round(100 * a['value'], 2),
+                                 round(100 * b['value'], 2), note, data, model, link))
+    return rows
+
+def nskgqa_ablation_rows(path: str | Path,  # run_nskgqa's metrics (outputs/metaqa_nskgqa.json)
+                        ) -> list[dict]:
+    "Rows of every `NSKGQA_ABLATIONS` entry, in order; 'not run yet' rows when the file or a setting is missing."
+    src = f'run_nskgqa ({path})'
+    if not Path(path).exists():
+        return [ablation_row(src, 'NS-KGQA', what, base, setting, note=f'not run yet: {path} does not exist') for setting, base, what in NSKGQA_ABLATIONS]
+    d = json.loads(Path(path).read_text())
+    p, st = d.get('protocol', {}), d.get('settings', {})
+    data = f"MetaQA {p.get('split', '?')}, seeded sample ({p.get('n_per_hop', '?')} per hop; ComplEx-scored settings: first {p.get('n_kge', '?')})"
+    model = f"NS-KGQA, no LLM ({p.get('embedding_model', '?')} relation matching)"
+    return [row for setting, base, what in NSKGQA_ABLATIONS for row in nskgqa_setting_rows(path, st, setting, base, what, data, model)]
+
+# %% ../nbs/19_experiments.ipynb #723e2c7d
+DUAL_VARIANTS = [('single', 'single KGE (literals as nodes) instead of dual'),  # (variant key, what changes)
+                 ('dual_features', 'dual KGE, literal features as initialisation'),
+                 ('dual_encoder', 'dual KGE, learned feature encoder')]
+DUAL_METRICS = [('hits1', 'Hits@1 %'), ('mrr', 'MRR x100'), ('comparison_accuracy', 'comparison accuracy %')]  # (key, metric label)
+
+def dual_kge_ablation_rows(path: str | Path,  # bench_complex's metrics (outputs/bench_complex.json)
+                          ) -> list[dict]:
+    "Rows of every `DUAL_VARIANTS` entry against `dual_random`, per `DUAL_METRICS`; 'not run yet' rows when missing."
+    src, exists = f'bench_complex ({path}: nations_literal_ablation)', Path(path).exists()
+    a = json.loads(Path(path).read_text()).get('nations_literal_ablation') if exists else None
+    if not a or 'dual_random' not in a:
+        why = f'{path} does not exist' if not exists else 'no nations_literal_ablation with dual_random in it'
+        return [ablation_row(src, 'dual KGE', what, 'dual_random', v, note=f'not run yet: {why}') for v, what in DUAL_VARIANTS]
+    data = f"Nations, {a.get('folds', '?')} held-out literals (leave-one-out; {a.get('literals_treated_as', '')})"
+    rows = []
+    for v, what in DUAL_VARIANTS:
+        if v not in a:
+            rows.append(ablation_row(src, 'dual KGE', what, 'dual_random', v, note=f'not run yet: {v} not in nations_literal_ablation', data=data))
+            continue
+        for key, metric in DUAL_METRICS:
+            n = a[v].get('comparisons') if key == 'comparison_accuracy' else a.get('folds')
+            rows.append(ablation_row(src, 'dual KGE', what, 'dual_random', v, 'Nations', n, metric, round(100 * a['dual_random'][key], 2),
+                                     round(100 * a[v][key], 2), '', data, 'ComplEx + literal KGE (no LLM)', 'n/a'))
+    return rows
+
+# %% ../nbs/19_experiments.ipynb #4b881f4a
+ABLATION_COLORS = {'CodeAlignKGQA': 'tab:blue', 'SymKGQA': 'tab:purple', 'NS-KGQA': 'tab:orange', 'dual KGE': 'tab:green'}
+
+def ablation_table(rows: list[dict],  # `ablation_row`s
+                  ):
+    "The rows as a pandas DataFrame with the columns `ABLATION_COLUMNS`."
+    import pandas as pd
+    return pd.DataFrame(rows, columns=ABLATION_COLUMNS)
+
+def ablation_chart(table,  # `ablation_table` output
+                   path: str | Path,  # the PNG to write
+                  ):
+    "A horizontal bar per row with a delta (MRR rows left out), coloured by system; the figure is saved and returned."
+    import matplotlib.pyplot as plt
+    plotted = table[table['delta'].notna() & ~table['metric'].isin(['MRR x100'])]
+    fig, ax = plt.subplots(figsize=(9, 0.26 * len(plotted) + 1.6))
+    labels = [f"{r.system}: {r.ablation} [{r.group}{'' if r.metric == 'Hits@1 %' else ', ' + r.metric}]" for r in plotted.itertuples()]
+    ax.barh(range(len(plotted)), plotted['delta'], color=[ABLATION_COLORS.get(s, 'grey') for s in plotted['system']])
+    ax.set_yticks(range(len(plotted)), labels, fontsize=7); ax.invert_yaxis(); ax.axvline(0, color='black', lw=0.8)
+    ax.set_xlabel('ablation minus full configuration (percentage points; Hits@1 unless marked)')
+    missing = table[table['delta'].isna()]
+    ax.set_title(f'Ablation deltas ({len(plotted)} bars; {len(missing)} rows without numbers, see ablations.md)', fontsize=9)
+    fig.tight_layout(); fig.savefig(path, dpi=110); plt.close(fig)
+    return fig
+
+# %% ../nbs/19_experiments.ipynb #c51e680e
+def ablation_summary(rows: list[dict],  # `ablation_row`s
+                     sources: dict,  # source name -> dict(path=the file read, **labels); `exists` is added after `path`
+                    ) -> dict:
+    "The content of ablations.json: sources, data/model/linking labels, the rows and those without numbers."
+    return dict(
+        about='Every ablation gathered by nbs/ablations.ipynb: delta = ablation minus full configuration, percentage points.',
+        sources={name: dict(path=str(s['path']), exists=Path(s['path']).exists(), **{k: v for k, v in s.items() if k != 'path'})
+                 for name, s in sources.items()},
+        data='MetaQA dev (pipelines, NS-KGQA); Nations literals (dual KGE): per row',
+        model='per row (the pipelines: the model of their records; NS-KGQA and the KGE: no LLM)',
+        linking='per row', rows=rows, not_run=[r for r in rows if r['delta'] is None])

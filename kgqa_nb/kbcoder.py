@@ -8,6 +8,7 @@ import difflib
 import itertools
 import json
 import math
+import random
 import re
 import time
 from collections import Counter
@@ -15,20 +16,22 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
-from .core import KGQAError, package_data
+from .core import KGQAError, data_dir, package_data
 from .embed import Embedder, element_text, kg_elements
 from .evaluate import wilson_interval
 from .llm import Completion, Decoding, LLMBackend
-from .parse import PARSE_ERRORS, parse_kbcoder
-from .prompts import Demo, PromptParts, kbcoder_prompt
+from .parse import PARSE_ERRORS, parse_generation, parse_kbcoder
+from .prompts import Demo, PromptParts, codealign_prompt, kbcoder_prompt
 from .sexpr import (SExprError, Mention, mentions, substitute, validate_sexpr, sexpr_to_text, read_sexpr,
                            strip_directions, sexpr_to_program)
 
 # %% auto #0
-__all__ = ['RETRIEVALS', 'END_OF_CALLS', 'Generation', 'read_generation', 'KBLinker', 'SearchResult', 'link_slots',
-           'search_candidates', 'answers_without_topic', 'kg_runner', 'sparql_runner', 'Variant', 'majority_vote',
-           'Sample', 'KBCoderResult', 'KBCoder', 'bracketed_topic', 'rename_leaves', 'webqsp_demo_records',
-           'webqsp_demos', 'webqsp_relations', 'NameRetriever', 'summarize']
+__all__ = ['RETRIEVALS', 'END_OF_CALLS', 'WEBQSP_TEST', 'WEBQSP_TRAIN', 'Generation', 'read_generation', 'KBLinker',
+           'SearchResult', 'link_slots', 'search_candidates', 'answers_without_topic', 'kg_runner', 'sparql_runner',
+           'Variant', 'majority_vote', 'Sample', 'KBCoderResult', 'KBCoder', 'bracketed_topic', 'rename_leaves',
+           'webqsp_demo_records', 'webqsp_demos', 'webqsp_relations', 'NameRetriever', 'webqsp_questions',
+           'webqsp_coder', 'webqsp_generation_record', 'done_records', 'resume_jsonl', 'webqsp_kopl_demos',
+           'webqsp_codealign_record', 'summarize']
 
 # %% ../nbs/27_kbcoder.ipynb #2ce3d843
 @dataclass
@@ -404,6 +407,105 @@ class NameRetriever:
         sims = self.vectors @ self.embedder.encode([query])[0]
         top = np.argsort(-sims, kind='stable')[:k]
         return [(self.names[i], round(float(sims[i]), 6)) for i in top]
+
+# %% ../nbs/27_kbcoder.ipynb #ea07c650
+WEBQSP_TEST = 'webqsp/test_question_sparql.jsonl'
+WEBQSP_TRAIN = 'webqsp/train_question_sparql.jsonl'
+
+def webqsp_questions(n: int,  # how many test questions (all of them if the file has fewer)
+                     seed: int = 0,  # the sample: `random.Random(seed).sample` over the question lines
+                     path: str | Path | None = None,  # the test file (default: `data_dir(WEBQSP_TEST)`)
+                    ) -> list[tuple[int, dict]]:
+    "A seeded sample of WebQSP test questions as (line index, record) pairs, in file order."
+    path = Path(path) if path else data_dir(WEBQSP_TEST)
+    test = [json.loads(l) for l in path.read_text(encoding='utf-8').splitlines() if l.strip()]
+    picked = sorted(random.Random(seed).sample(range(len(test)), min(n, len(test))))
+    return [(i, test[i]) for i in picked]
+
+def webqsp_coder(backend: LLMBackend,  # the LLM
+                 samples: int = 1,  # 1: KB-Coder(1); 6: KB-Coder(6) (the demonstrations are fixed either way)
+                 n_relations: int = 1,  # related relations shown (0: none)
+                 train_path: str | Path | None = None,  # the training SPARQL the relation names come from
+                ) -> KBCoder:
+    "KB-Coder for WebQSP generation: the hand-converted demonstrations and the related-relation hint from the training relations."
+    hint = None
+    if n_relations:
+        relations = NameRetriever(webqsp_relations(train_path or data_dir(WEBQSP_TRAIN)))
+        hint = lambda q: [n for n, _ in relations.search(q, n_relations)]
+    return KBCoder(backend, None, Variant(samples), demos=webqsp_demos(), hint=hint)
+
+def webqsp_generation_record(coder: KBCoder,  # e.g. from `webqsp_coder`
+                             question: dict,  # a test record with 'question'
+                             idx: int,  # its line index in the test file
+                             settings: dict,  # the run's settings, stored in the record (resuming compares them)
+                            ) -> dict:
+    "One WebQSP question through KB-Coder's generation only (nothing is executed): its samples and whether all are format errors."
+    t0 = time.perf_counter()
+    gens, _, rels = coder.generate(question['question'])
+    samples = [dict(text=c.text, ok=g.ok, error=g.error, message=g.message, sexpr=sexpr_to_text(g.sexpr) if g.ok else None,
+                    llm_seconds=c.seconds, cached=c.cached) for g, c in gens]
+    return dict(settings=settings, idx=idx, question=question['question'], relations=rels, samples=samples,
+                format_error=not any(s['ok'] for s in samples), seconds=time.perf_counter() - t0,
+                llm_seconds=sum(s['llm_seconds'] for s in samples))
+
+def done_records(path: str | Path,  # a JSONL file of records
+                 settings: dict,  # keep only records made with exactly these settings
+                 key: str = 'idx',  # the record field that identifies an item
+                ) -> dict:
+    "Records already in `path` with these settings, by `key` (the last one wins; a torn line from a kill is skipped)."
+    path, out = Path(path), {}
+    if not path.exists(): return out
+    for line in path.read_text(encoding='utf-8').splitlines():
+        try: r = json.loads(line)
+        except json.JSONDecodeError: continue
+        if r.get('settings') == settings: out[r[key]] = r
+    return out
+
+def resume_jsonl(path: str | Path,  # the JSONL file (appended to)
+                 items: Sequence[tuple],  # (key, item) pairs, e.g. from `webqsp_questions`
+                 settings: dict,  # the run's settings
+                 make_record: Callable,  # (item, key) -> record (with `settings` and the key field)
+                 key: str = 'idx',  # the record field holding the key
+                 max_new: int | None = None,  # make at most this many new records (None: all)
+                ) -> tuple[list[dict], int]:
+    "(records of `items` in order, number made now): only items without a record of these settings are done, each written as soon as it is made."
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    done, new = done_records(path, settings, key), 0
+    with path.open('a', encoding='utf-8') as out:
+        for k, item in items:
+            if k in done: continue
+            if max_new is not None and new >= max_new: break
+            done[k] = make_record(item, k); new += 1
+            out.write(json.dumps(done[k], ensure_ascii=False) + '\n'); out.flush()
+    return [done[k] for k, _ in items if k in done], new
+
+def webqsp_kopl_demos(path: str | Path | None = None,  # the demonstrations file (default: the shipped one)
+                     ) -> tuple[list[Demo], list[dict]]:
+    "The hand-converted WebQSP demonstrations as KoPL `Demo`s (names in place of ids, no linking lines), and those that do not convert, with why."
+    demos, dropped = [], []
+    for r in webqsp_demo_records(path):
+        try: program = sexpr_to_program(rename_leaves(r['sexpr'], r.get('names', {})))
+        except KGQAError as e:
+            dropped.append(dict(train_index=r['train_index'], question=r['question'], reason=f'{type(e).__name__}: {e}')); continue
+        demos.append(Demo(r['question'], program, id=f"webqsp-train-{r['train_index']}"))
+    return demos, dropped
+
+def webqsp_codealign_record(backend: LLMBackend,  # the LLM
+                            demos: Sequence[Demo],  # e.g. from `webqsp_kopl_demos`
+                            question: dict,  # a test record with 'question'
+                            idx: int,  # its line index in the test file
+                            settings: dict,  # the run's settings
+                            max_tokens: int = 200,  # generation limit (the pipeline's default)
+                           ) -> dict:
+    "One WebQSP question through CodeAlignKGQA's generation and parser only (no linking, facts, grounding or execution); shaped like `webqsp_generation_record`."
+    t0 = time.perf_counter()
+    parts = codealign_prompt(question['question'], (), (), (), demos=list(demos), include_facts=False)
+    c = backend.complete(parts.text, Decoding(max_tokens=max_tokens, stop=parts.stop))
+    res = parse_generation(c.text, 'codealign', parts.answer_start)
+    sample = dict(text=c.text, ok=res.ok, error=res.issue.error if res.issue else None,
+                  message=res.issue.describe() if res.issue else None, program=res.program, llm_seconds=c.seconds, cached=c.cached)
+    return dict(settings=settings, idx=idx, question=question['question'], samples=[sample], format_error=not res.ok,
+                seconds=time.perf_counter() - t0, llm_seconds=c.seconds)
 
 # %% ../nbs/27_kbcoder.ipynb #719a8002
 def _pct(k: float, n: int) -> float: return round(100 * k / n, 2) if n else float('nan')

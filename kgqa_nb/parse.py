@@ -64,6 +64,14 @@ def safe_parse(src: str) -> ast.Module | None:
         raise InputTooLargeError('statement too complex to parse', expected='a simple statement', found=src[:60]) from e
 
 _FENCE = re.compile(r'^\s*(```|~~~)')
+_IN_WORD_APOSTROPHE = re.compile(r"(?<=[^\W\d_])'(?=[^\W\d_])")
+
+def _repair_apostrophes(line: str) -> str:
+    "`line` with in-word apostrophes escaped when that, and only that, makes it parse; else `line` unchanged."
+    if "'" not in line or len(line) > MAX_STATEMENT_CHARS or not _IN_WORD_APOSTROPHE.search(line): return line
+    if safe_parse(textwrap.dedent(line)) is not None: return line
+    fixed = _IN_WORD_APOSTROPHE.sub(lambda m: "\\'", line)
+    return fixed if safe_parse(textwrap.dedent(fixed)) is not None else line
 
 def code_statements(text: str,  # generated text: code, maybe with prose and fences around it
                     max_lines: int = 20,  # longest statement, in lines, while brackets stay open
@@ -75,7 +83,7 @@ def code_statements(text: str,  # generated text: code, maybe with prose and fen
     buf = []
     for line in text.splitlines():
         if _FENCE.match(line): buf = []; continue
-        buf.append(line)
+        buf.append(_repair_apostrophes(line))
         src = textwrap.dedent('\n'.join(buf))
         if not src.strip(): buf = []; continue
         if _bracket_depths(src)[0] > 0 and len(buf) < max_lines and len(src) <= MAX_STATEMENT_CHARS: continue

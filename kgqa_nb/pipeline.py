@@ -16,7 +16,7 @@ from .core import KGQAError
 from .evaluate import any_hit, expected_hits_at_1, hits_at_1, wilson_interval
 from .executor import ExecutionError, KoPLExecutor
 from .functions import ProgramError
-from .grounding import needed_grounding
+from .grounding import TABLE7_GROUPS, grounding_accuracy, needed_grounding
 from .demos import relation_path
 from .facts import prompt_facts
 from .llm import Completion, Decoding, LLMBackend, LLMError
@@ -27,7 +27,8 @@ from .prompts import Demo, PromptParts, codealign_prompt, symkgqa_prompt
 __all__ = ['SYSTEMS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'metaqa_questions', 'PipelineConfig', 'PipelineError',
            'execute_answers', 'Stages', 'with_facts', 'build_prompt', 'ground_and_execute', 'score', 'answer_question',
            'read_records', 'run_pipeline', 'summarize', 'failure_stage', 'interleave', 'subsample', 'metaqa_execute',
-           'metaqa_demo_pool', 'metaqa_fixed_demos', 'metaqa_stages', 'summary_table', 'failure_table']
+           'metaqa_demo_pool', 'metaqa_fixed_demos', 'metaqa_stages', 'summary_table', 'failure_table',
+           'grounding_table']
 
 # %% ../nbs/18_pipeline.ipynb #050009b9
 @dataclass
@@ -342,6 +343,9 @@ NAMED_CONFIGS = {
     'no_correction': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2, correction=0),
     'no_grounding': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2, grounding=False),
     'symkgqa': lambda linking='realistic': PipelineConfig.for_system('symkgqa', linking=linking, n_demos=2),
+    # SymKGQA without its sampled re-generations (greedy only): costs no new LLM call after `symkgqa` ran
+    'symkgqa_no_sampling': lambda linking='realistic': PipelineConfig.for_system('symkgqa', linking=linking, n_demos=2,
+                                                                                  sampling_retries=0),
 }
 
 def interleave(questions: Sequence[Question]) -> list[Question]:
@@ -447,3 +451,18 @@ def failure_table(records: dict,  # configuration name -> records
     counts = {name: pd.Series([failure_stage(r, gold_programs.get(r['id'])) for r in rs]).value_counts()
               for name, rs in records.items() if rs}
     return pd.DataFrame(counts).fillna(0).astype(int)
+
+def grounding_table(records: dict,  # configuration name -> records
+                    gold_programs: dict,  # question id -> gold program
+                   ):
+    "Grounding accuracy (%) per configuration and KG item type: all aligned decisions, and those that needed grounding."
+    import pandas as pd
+    rows = []
+    for name, rs in records.items():
+        pairs = [(r.get('decisions') or [], gold_programs[r['id']]) for r in rs if gold_programs.get(r['id'])]
+        for scope, only in (('all', False), ('needed grounding', True)):
+            for kind, a in sorted(grounding_accuracy(pairs, TABLE7_GROUPS, only_grounded=only).items()):
+                rows.append({'config': name, 'decisions': scope, 'item type': kind, 'n': a['n'],
+                             'accuracy %': None if a['accuracy'] is None else round(100 * a['accuracy'], 2),
+                             'unaligned': a['unaligned']})
+    return pd.DataFrame(rows, columns=['config', 'decisions', 'item type', 'n', 'accuracy %', 'unaligned'])

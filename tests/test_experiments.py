@@ -52,3 +52,71 @@ def test_run_kqapro_fails_fast_without_server(tmp_path):
     assert r.returncode != 0
     assert 'LLMUnavailableError' in r.stderr + r.stdout and 'KGQA_LLM_BASE_URL' in r.stderr + r.stdout
     assert not (tmp_path / 'o' / 'records.jsonl').exists()
+
+
+# ---- WebQSP generation only, ablations, and the report's readers for them ----
+
+def test_run_webqsp_smoke_both_systems_and_resume(tmp_path):
+    out = tmp_path / 'run_webqsp'
+    for system in ('kbcoder', 'codealign'):
+        run_nb('run_webqsp.ipynb', tmp_path / f'{system}.ipynb', model='fake', system=system, n_questions=3, out_dir=str(out))
+        d = out / system
+        m = json.loads((d / 'metrics.json').read_text())
+        assert m['system'] == system and m['questions_done'] == 3 and m['model'] == 'fake'
+        assert 'answers cannot be scored' in m['statement'] and 'F1' in m['statement'] and m['demos_not_converted'] == []
+        assert m['summary']['n'] == 3 and 0 <= m['summary']['fer_percent'] <= 100
+        assert sum(e['samples'] for e in m['error_types']) == 3
+        for f in ('records.jsonl', 'error_types.md', 'error_types.csv', 'error_types.png'):
+            assert (d / f).stat().st_size > 0, f
+        if system == 'codealign': assert m['summary']['ser_percent'] == m['summary']['fer_percent']
+    lines = (out / 'kbcoder' / 'records.jsonl').read_text().splitlines()
+    run_nb('run_webqsp.ipynb', tmp_path / 'again.ipynb', model='fake', system='kbcoder', n_questions=3, out_dir=str(out))
+    assert (out / 'kbcoder' / 'records.jsonl').read_text().splitlines() == lines  # nothing answered twice
+
+
+def _fake_pipeline_record(qid: str, hop: int, config: dict, hit: float) -> dict:
+    "A minimal record with the fields `kgqa_nb.pipeline.summarize` reads."
+    return dict(id=qid, dataset=f'metaqa-{hop}hop', config=config, model='fake', hit=hit, expected_hit=hit, any_hit=hit,
+                attempts=[dict(kind='generate', ok=True)], valid=True, decisions=[], error=None, prediction=['x'] if hit else [],
+                timings={'llm_generation': 0.1}, llm=dict(calls=1, cached=0, prompt_tokens=10, completion_tokens=5))
+
+
+def test_ablations_smoke(tmp_path):
+    from kgqa_nb.pipeline import NAMED_CONFIGS
+    cfg = {name: NAMED_CONFIGS[name]('realistic').as_dict() for name in ('codealign', 'no_grounding')}
+    recs = [_fake_pipeline_record(f'q{h}-{k}', h, cfg['codealign'], 1.0) for h in (1, 2) for k in range(4)]
+    recs += [_fake_pipeline_record(f'q{h}-{k}', h, cfg['no_grounding'], float(k % 2)) for h in (1, 2) for k in range(2)]  # a subsample
+    records = tmp_path / 'records.jsonl'
+    records.write_text(''.join(json.dumps(r) + '\n' for r in recs))
+    out = tmp_path / 'ablations'
+    run_nb('ablations.ipynb', tmp_path / 'a.ipynb', records_path=str(records), out_dir=str(out),
+           nskgqa_json=str(ROOT / 'outputs' / 'metaqa_nskgqa.json'), bench_complex_json=str(tmp_path / 'missing.json'))
+    d = json.loads((out / 'ablations.json').read_text())
+    ng = {r['group']: r for r in d['rows'] if r['config'] == 'no_grounding'}
+    assert set(ng) == {'metaqa-1hop', 'metaqa-2hop', 'all'}  # compared on the 4 shared ids only
+    assert ng['all']['n'] == 4 and ng['all']['full_value'] == 100.0 and ng['all']['value'] == 50.0 and ng['all']['delta'] == -50.0
+    nc = [r for r in d['rows'] if r['config'] == 'no_correction']
+    assert len(nc) == 1 and nc[0]['note'].startswith('not run yet') and nc[0]['delta'] is None
+    assert all(r['note'].startswith('not run yet') for r in d['rows'] if r['system'] == 'dual KGE')
+    if (ROOT / 'outputs' / 'metaqa_nskgqa.json').exists():
+        assert any(r['system'] == 'NS-KGQA' and r['delta'] is not None for r in d['rows'])
+    for f in ('ablations.md', 'ablations.csv', 'ablation_deltas.png'):
+        assert (out / f).stat().st_size > 0, f
+
+
+def test_report_reads_kbcoder_webqsp_and_ablations(tmp_path):
+    outputs = tmp_path / 'outputs'
+    s = dict(n=3, hits_at_1=33.33, ci95=[6.1, 79.2], fer_percent=0.0, tries_per_question=2.0, seconds_per_question=1.5)
+    run = dict(settings=dict(model='fake', linking_index=False), questions_planned=3, questions_done=3, summary={'metaqa-1hop': s})
+    outputs.mkdir()
+    (outputs / 'metaqa_kbcoder.json').write_text(json.dumps(dict(runs={'KB-Coder(1)': run})))
+    (outputs / 'webqsp_fer.json').write_text(json.dumps(dict(runs={'KB-Coder(1)': dict(run, summary=dict(n=3, fer_percent=33.33))})))
+    (outputs / 'ablations').mkdir()
+    (outputs / 'ablations' / 'ablations.json').write_text(json.dumps(dict(data='d', model='m', linking='l', rows=[
+        dict(system='NS-KGQA', ablation='oracle subgraph', group='1-hop', n=10, metric='Hits@1 %', full_value=90.0, value=95.0, delta=5.0)])))
+    page = tmp_path / 'README.md'
+    run_nb('report.ipynb', tmp_path / 'r.ipynb', outputs_dir=str(outputs), out_path=str(page))
+    text = page.read_text()
+    assert '| KB-Coder(1) | metaqa-1hop | 3 | 33.33 |' in text and 'model: fake' in text
+    assert 'not run yet (run_webqsp/kbcoder/metrics.json does not exist)' in text
+    assert '| NS-KGQA | oracle subgraph |' in text and 'not run yet (run_kqapro/metrics.json does not exist)' in text

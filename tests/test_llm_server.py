@@ -35,28 +35,37 @@ def wait_until_up(url: str, proc: subprocess.Popen, log: Path, seconds: float):
     raise TimeoutError(f'llama_cpp.server did not answer at {url} within {seconds} s:\n{log.read_text()[-3000:]}')
 
 
-@pytest.fixture(scope='module')
-def server_url(tmp_path_factory):
-    model = local_model_path('smollm2-135m')
+def start_server(log: Path, n_ctx: int, n_batch: int) -> tuple:
+    "A llama_cpp.server with SmolLM2 on a free local port: (process, base URL), once it answers."
     port = free_port()
-    log = tmp_path_factory.mktemp('llama_server')/'server.log'
     with open(log, 'w') as out:
-        # --n_batch 1: the server reuses the previous prompt's KV cache, and llama.cpp rounds a token's state
-        # differently alone than inside a batch, so with larger batches a repeated greedy prompt can change
-        # its answer. Evaluating every prompt token alone makes the answers independent of call history.
-        proc = subprocess.Popen([sys.executable, '-m', 'llama_cpp.server', '--model', str(model), '--host', '127.0.0.1',
-                                 '--port', str(port), '--n_ctx', '2048', '--n_threads', '2', '--n_batch', '1'],
+        proc = subprocess.Popen([sys.executable, '-m', 'llama_cpp.server', '--model', str(local_model_path('smollm2-135m')),
+                                 '--host', '127.0.0.1', '--port', str(port), '--n_ctx', str(n_ctx), '--n_threads', '2',
+                                 '--n_batch', str(n_batch)],
                                 stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, 'OMP_WAIT_POLICY': os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')})
-    try:
-        url = f'http://127.0.0.1:{port}/v1'
-        wait_until_up(url, proc, log, STARTUP_SECONDS)
-        yield url
-    finally:
-        proc.terminate()
-        try: proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill(); proc.wait()
+    url = f'http://127.0.0.1:{port}/v1'
+    try: wait_until_up(url, proc, log, STARTUP_SECONDS)
+    except Exception:
+        stop(proc); raise
+    return proc, url
+
+
+def stop(proc: subprocess.Popen):
+    proc.terminate()
+    try: proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill(); proc.wait()
+
+
+@pytest.fixture(scope='module')
+def server_url(tmp_path_factory):
+    # --n_batch 1: the server reuses the previous prompt's KV cache, and llama.cpp rounds a token's state
+    # differently alone than inside a batch, so with larger batches a repeated greedy prompt can change
+    # its answer. Evaluating every prompt token alone makes the answers independent of call history.
+    proc, url = start_server(tmp_path_factory.mktemp('llama_server')/'server.log', n_ctx=2048, n_batch=1)
+    try: yield url
+    finally: stop(proc)
 
 
 @pytest.fixture(scope='module')
@@ -109,3 +118,22 @@ def test_wrong_path_is_reported(server_url):
     with pytest.raises(LLMUnavailableError) as e:
         OpenAIBackend('smollm2', base_url=server_url.removesuffix('/v1') + '/api')
     assert '404' in str(e.value) and '/v1' in str(e.value)
+
+
+def test_run_kqapro_notebook_on_a_served_model(tmp_path):
+    "The README's served-model path: `run_kqapro -p model codellama` with OPENAI_BASE_URL at a llama.cpp server runs."
+    papermill = pytest.importorskip('papermill')
+    proc, url = start_server(tmp_path/'server.log', n_ctx=8192, n_batch=512)  # the KQA Pro prompt is ~3,600 tokens
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.endswith('_BASE_URL')}
+        env.update(OPENAI_BASE_URL=url, KGQA_CACHE=str(tmp_path/'cache'))  # a fresh response cache: real requests
+        out = tmp_path/'run'
+        subprocess.run([sys.executable, '-m', 'papermill', '--cwd', 'nbs', 'nbs/run_kqapro.ipynb', str(tmp_path/'out.ipynb'),
+                        '-p', 'model', 'codellama', '-p', 'n_questions', '2', '-p', 'out_dir', str(out)],
+                       cwd=Path(__file__).parents[1], env=env, check=True, capture_output=True, timeout=600)
+    finally: stop(proc)
+    import json
+    metrics = json.loads((out/'metrics.json').read_text())
+    assert metrics['model'] == 'codellama' and metrics['questions_done'] == 2
+    records = [json.loads(l) for l in (out/'records.jsonl').read_text().splitlines()]
+    assert len(records) == 2 and all(r['llm']['calls'] >= 1 and r['llm']['cached'] == 0 for r in records)
