@@ -423,6 +423,7 @@ class LlamaCppBackend(LLMBackend):
                  n_batch: int = 64,  # prompt tokens evaluated per batch; also the granularity of prefix reuse
                  mode: str = 'completions',  # 'completions' (raw prompt) or 'chat' (the model's chat template)
                  reuse_prefix: bool = True,  # keep the KV cache of the common prefix between calls
+                 prefix_states: int = 3,  # KV states of earlier prompt families kept in memory for reuse (0: only the last prompt's)
                  verbose: bool = False,  # llama.cpp's own logging
                 ):
         super().__init__()
@@ -438,6 +439,7 @@ class LlamaCppBackend(LLMBackend):
                                    n_threads_batch=n_threads, n_batch=n_batch, seed=0, verbose=verbose)
         self.last_reused_tokens = 0
         self._prompt_len = 0  # prompt tokens of the previous call: the part of the KV cache built in batches
+        self.prefix_states, self._states = prefix_states, []  # [(prompt tokens, llama state)], least recently used first
         self._lock = threading.Lock()
 
     def tokenize(self, text: str) -> list[int]:
@@ -446,11 +448,33 @@ class LlamaCppBackend(LLMBackend):
 
     def _keep_aligned_prefix(self, tokens: list[int]) -> int:
         "Cut llama.cpp's cache to the reusable aligned prefix of `tokens`; the number of tokens kept."
-        common = self.llm.longest_token_prefix(self.llm._input_ids.tolist(), tokens) if self.reuse_prefix else 0
-        keep = min(common, self._prompt_len, len(tokens) - 1) // self.n_batch * self.n_batch
+        keep = self._aligned(self.llm._input_ids.tolist(), tokens, self._prompt_len) if self.reuse_prefix else 0
         if keep == 0: self.llm.reset()
         else: self.llm.n_tokens = keep  # llama-cpp-python then matches exactly this prefix and evaluates the rest
         return keep
+
+    def _aligned(self, a: list[int], b: list[int], limit: int) -> int:
+        "The common prefix of token lists `a` and `b`, at most `limit`, cut to a multiple of `n_batch`."
+        return min(self.llm.longest_token_prefix(a, b), limit, len(b) - 1) // self.n_batch * self.n_batch
+
+    def _restore_best_state(self, tokens: list[int]):
+        "Load the saved state sharing the longest aligned prefix with `tokens`, when it beats the context's own."
+        if not (self.reuse_prefix and self._states): return
+        now = self._aligned(self.llm._input_ids.tolist(), tokens, self._prompt_len)
+        gains = [self._aligned(t, tokens, len(t)) for t, _ in self._states]
+        best = max(range(len(gains)), key=gains.__getitem__)
+        if gains[best] <= now: return
+        saved_tokens, state = self._states.pop(best)
+        self._states.append((saved_tokens, state))
+        self.llm.load_state(state)
+        self._prompt_len = len(saved_tokens)
+
+    def _save_state(self, tokens: list[int]):
+        "Keep this prompt's state, replacing the saved one of the same family (sharing half its prefix or more)."
+        if not (self.reuse_prefix and self.prefix_states) or len(tokens) < 2 * self.n_batch: return
+        self._states = [(t, s) for t, s in self._states if self.llm.longest_token_prefix(t, tokens) < len(t) // 2]
+        self._states.append((tokens, self.llm.save_state()))
+        del self._states[:-self.prefix_states]
 
     def _sampling_args(self, d: Decoding) -> dict:
         return dict(max_tokens=d.max_tokens, temperature=d.temperature, top_k=d.top_k or 0,
@@ -463,6 +487,7 @@ class LlamaCppBackend(LLMBackend):
             if self.mode == 'chat': self.llm.reset(); self.last_reused_tokens = self._prompt_len = 0
             else:
                 tokens = self.tokenize(prompt)
+                self._restore_best_state(tokens)
                 self.last_reused_tokens = self._keep_aligned_prefix(tokens)
                 self._prompt_len = 0  # stays 0 if the call fails half-way
             t = time.perf_counter()
@@ -474,7 +499,9 @@ class LlamaCppBackend(LLMBackend):
                 raise LLMCallError(f'{self.model}: {e} (n_ctx={self.n_ctx}; pass a larger n_ctx or shorten the prompt)') from e
             seconds = time.perf_counter() - t
             prompt_seconds = self._perf_prompt_seconds()
-            if self.mode == 'completions': self._prompt_len = len(tokens)
+            if self.mode == 'completions':
+                self._prompt_len = len(tokens)
+                self._save_state(tokens)
         choice, u = r['choices'][0], r['usage']
         text = choice['message']['content'] if self.mode == 'chat' else choice['text']
         return Completion(text or '', u['prompt_tokens'], u['completion_tokens'], seconds, self.model, False,
