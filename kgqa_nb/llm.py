@@ -469,10 +469,15 @@ class LlamaCppBackend(LLMBackend):
         self.llm.load_state(state)
         self._prompt_len = len(saved_tokens)
 
+    def _same_family(self, saved: list[int], tokens: list[int]) -> bool:
+        "Whether `tokens` repeats the prompt `saved` but for its end: a new question after the same few-shot prefix."
+        shared = self.llm.longest_token_prefix(saved, tokens)
+        return shared >= len(saved) // 2 and len(saved) - shared <= 8 * self.n_batch
+
     def _save_state(self, tokens: list[int]):
-        "Keep this prompt's state, replacing the saved one of the same family (sharing half its prefix or more)."
+        "Keep this prompt's state, replacing a saved one of the same family (at least half and all but 8 batches of it shared)."
         if not (self.reuse_prefix and self.prefix_states) or len(tokens) < 2 * self.n_batch: return
-        self._states = [(t, s) for t, s in self._states if self.llm.longest_token_prefix(t, tokens) < len(t) // 2]
+        self._states = [(t, s) for t, s in self._states if not self._same_family(t, tokens)]
         self._states.append((tokens, self.llm.save_state()))
         del self._states[:-self.prefix_states]
 
