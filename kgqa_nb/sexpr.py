@@ -293,6 +293,9 @@ def program_to_sexpr(program: list[dict],  # KQA Pro format
 def sexpr_answers(executor,  # a `kgqa_nb.executor.KoPLExecutor`
                   sexpr,  # a valid S-expression with KG names
                  ) -> list[str]:
-    "The answers of `sexpr` on the executor's KG: distinct names in order, or the count as one string."
-    out = executor.answer(sexpr_to_program(sexpr, executor.kg))
+    "The answers of `sexpr` on the executor's KG: distinct names in order, or the count (of distinct entities) as one string."
+    program = sexpr_to_program(sexpr, executor.kg)
+    if program[-1]['function'] == 'Count':  # set semantics: count distinct ids, not KoPL's multiset
+        return [str(len(set(executor.run(program[:-1]).ids.tolist())))]
+    out = executor.answer(program)
     return list(dict.fromkeys(out)) if isinstance(out, list) else [out]
