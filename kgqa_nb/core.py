@@ -4,11 +4,11 @@
 
 # %% ../nbs/00_core.ipynb #ce847513
 from __future__ import annotations
-import os
+import json, os
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['DATA_ENV_VAR', 'CACHE_ENV_VAR', 'data_dir', 'package_data', 'cache_dir', 'KGQAError']
+__all__ = ['DATA_ENV_VAR', 'CACHE_ENV_VAR', 'data_dir', 'package_data', 'cache_dir', 'read_jsonl', 'KGQAError']
 
 # %% ../nbs/00_core.ipynb #54226ef3
 DATA_ENV_VAR = 'KGQA_DATA'
@@ -52,6 +52,16 @@ def cache_dir(sub: str = '',  # a sub-folder, e.g. 'embeddings'
     p = p/sub if sub else p
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+# %% ../nbs/00_core.ipynb #59393e9f
+def read_jsonl(path: str | Path,  # a JSONL file written one record per line (it may not exist yet)
+              ):
+    "Yield each record of `path`; lines that are not complete JSON (a write cut off by a kill) are skipped."
+    path = Path(path)
+    if not path.exists(): return
+    for line in path.read_text(encoding='utf-8').splitlines():
+        try: yield json.loads(line)
+        except json.JSONDecodeError: continue
 
 # %% ../nbs/00_core.ipynb #87f1468b
 class KGQAError(Exception):

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
-from .core import KGQAError, data_dir, package_data
+from tqdm.auto import tqdm
+from .core import KGQAError, data_dir, package_data, read_jsonl
 from .embed import Embedder, element_text, kg_elements
 from .evaluate import wilson_interval
 from .llm import Completion, Decoding, LLMBackend
@@ -453,13 +454,7 @@ def done_records(path: str | Path,  # a JSONL file of records
                  key: str = 'idx',  # the record field that identifies an item
                 ) -> dict:
     "Records already in `path` with these settings, by `key` (the last one wins; a torn line from a kill is skipped)."
-    path, out = Path(path), {}
-    if not path.exists(): return out
-    for line in path.read_text(encoding='utf-8').splitlines():
-        try: r = json.loads(line)
-        except json.JSONDecodeError: continue
-        if r.get('settings') == settings: out[r[key]] = r
-    return out
+    return {r[key]: r for r in read_jsonl(path) if r.get('settings') == settings}
 
 def resume_jsonl(path: str | Path,  # the JSONL file (appended to)
                  items: Sequence[tuple],  # (key, item) pairs, e.g. from `webqsp_questions`
@@ -471,10 +466,9 @@ def resume_jsonl(path: str | Path,  # the JSONL file (appended to)
     "(records of `items` in order, number made now): only items without a record of these settings are done, each written as soon as it is made."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     done, new = done_records(path, settings, key), 0
+    todo = [(k, item) for k, item in items if k not in done][:max_new]
     with path.open('a', encoding='utf-8') as out:
-        for k, item in items:
-            if k in done: continue
-            if max_new is not None and new >= max_new: break
+        for k, item in tqdm(todo, desc=path.stem, disable=not todo):
             done[k] = make_record(item, k); new += 1
             out.write(json.dumps(done[k], ensure_ascii=False) + '\n'); out.flush()
     return [done[k] for k, _ in items if k in done], new

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 from tqdm.auto import tqdm
 
-from .core import KGQAError
+from .core import KGQAError, read_jsonl
 from .evaluate import any_hit, expected_hits_at_1, hits_at_1, wilson_interval
 from .executor import ExecutionError, KoPLExecutor
 from .functions import ProgramError
@@ -252,11 +252,8 @@ def read_records(path: str | Path,  # a JSONL file written by `run_pipeline`
                  model: str | None = None,  # and of this model id (`LLMBackend.model`)
                 ) -> dict:
     "Completed records by question id (the last one wins); a torn last line from a kill is ignored."
-    path, out = Path(path), {}
-    if not path.exists(): return out
-    for line in path.read_text(encoding='utf-8').splitlines():
-        try: r = json.loads(line)
-        except json.JSONDecodeError: continue
+    out = {}
+    for r in read_jsonl(path):
         if r.get('status') == 'crashed' or (cfg is not None and r.get('config') != cfg.as_dict()): continue
         if model is not None and r.get('model') != model: continue
         out[r['id']] = r

@@ -1,12 +1,11 @@
 "Dynamic demonstrations: skeletons on every generated program, the coverage pool, DemoIndex persistence across processes, exclusion, MetaQA retrieval."
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
 import pytest
+from childproc import child_result, start_child
 from hypothesis import given, settings, strategies as st
 
 from kgqa_nb.demos import (DemoIndex, coverage_pool, pool_counts, postorder, program_skeleton, relation_path,
@@ -106,23 +105,14 @@ CHILD = textwrap.dedent('''
     print(json.dumps({'built': idx.built, 'dir': str(idx.dir), 'q': got, 'sk': sk, 'encoded': emb.stats['encoded']}))
 ''')
 
-def _child(path, cache, wait=True):
-    env = {**os.environ, 'KGQA_CACHE': str(cache), 'HF_HUB_OFFLINE': '1'}
-    p = subprocess.Popen([sys.executable, '-c', CHILD, str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return _result(p) if wait else p
-
-def _result(p):
-    out, err = p.communicate(timeout=600)
-    assert p.returncode == 0, err[-3000:]
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def test_index_persists_and_concurrent_builders_build_once(tmp_path, bench, embedder):
     cache = Path(os.environ['KGQA_CACHE'])  # shared embedding cache (benchmark already built there)
-    procs = [_child(tmp_path/'idx', cache, wait=False) for _ in range(2)]
-    first = [_result(p) for p in procs]
+    procs = [start_child(CHILD, tmp_path/'idx', cache) for _ in range(2)]
+    first = [child_result(p) for p in procs]
     assert sorted(r['built'] for r in first) == [False, True] and first[0]['q'] == first[1]['q']
-    again = _child(tmp_path/'idx', cache)
+    again = child_result(start_child(CHILD, tmp_path/'idx', cache))
     assert not again['built'] and again['encoded'] == 0 and again['dir'] == first[0]['dir']
     assert again['q'] == first[0]['q'] and again['sk'] == first[0]['sk']
 

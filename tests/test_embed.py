@@ -1,12 +1,11 @@
 "Embedding cache and ChromaDB indexes: persistence across processes, cache hits, verbatim search."
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 import numpy as np
 import pytest
+from childproc import child_result, start_child
 
 pytest.importorskip('sentence_transformers')
 pytest.importorskip('chromadb')
@@ -30,15 +29,6 @@ CHILD = textwrap.dedent('''
                       'counts': {k: idx.count(k) for k in ('entities', 'concepts', 'relations', 'attributes', 'qualifiers')}}))
 ''')
 
-def _child(index_path, cache, wait=True):
-    env = {**os.environ, 'KGQA_CACHE': str(cache), 'HF_HUB_OFFLINE': '1'}
-    p = subprocess.Popen([sys.executable, '-c', CHILD, str(index_path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return _result(p) if wait else p
-
-def _result(p):
-    out, err = p.communicate(timeout=300)
-    assert p.returncode == 0, err[-3000:]
-    return json.loads(out.strip().splitlines()[-1])
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
@@ -47,18 +37,18 @@ def cache(tmp_path, monkeypatch):
     return tmp_path/'cache'
 
 def test_index_persists_across_processes(tmp_path, cache):
-    first = _child(tmp_path/'idx', cache)
+    first = child_result(start_child(CHILD, tmp_path/'idx', cache))
     assert first['built'] and first['encoded'] > 0 and first['hits'][0] == ['place of birth', 1.0]
     assert (Path(first['dir'])/'manifest.json').exists()
-    second = _child(tmp_path/'idx', cache)  # a new process reopens the index: nothing built, nothing encoded
+    second = child_result(start_child(CHILD, tmp_path/'idx', cache))  # a new process reopens the index: nothing built, nothing encoded
     assert not second['built'] and second['encoded'] == 0
     assert second['dir'] == first['dir'] and second['hits'] == first['hits'] and second['counts'] == first['counts']
     kg = load_kb(package_data('fixture_kb.json'))
     assert second['counts'] == {k: len(v) for k, v in kg_elements(kg).items()}
 
 def test_concurrent_builders_build_once(tmp_path, cache):
-    procs = [_child(tmp_path/'idx', cache, wait=False) for _ in range(2)]
-    results = [_result(p) for p in procs]
+    procs = [start_child(CHILD, tmp_path/'idx', cache) for _ in range(2)]
+    results = [child_result(p) for p in procs]
     assert sorted(r['built'] for r in results) == [False, True]
     assert results[0]['hits'] == results[1]['hits']
 
