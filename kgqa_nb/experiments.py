@@ -383,6 +383,7 @@ PIPELINE_ABLATIONS = [  # (system, full configuration, ablated configuration, wh
     ('CodeAlignKGQA', 'codealign', 'no_correction', 'without self code-correction'),
     ('CodeAlignKGQA', 'codealign', 'manual_demos', 'fixed demonstrations D instead of retrieved ones'),
     ('CodeAlignKGQA', 'codealign', 'no_facts', 'without question-specific facts'),
+    ('CodeAlignKGQA', 'codealign', 'facts_theta07', 'facts at theta 0.7 instead of 0.5'),
     ('SymKGQA', 'symkgqa', 'symkgqa_no_sampling', 'without sampled re-generations'),
 ]
 
