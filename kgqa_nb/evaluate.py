@@ -14,7 +14,7 @@ from statistics import NormalDist
 __all__ = ['ENGINE_TO_KQAPRO', 'CATEGORIES', 'QUALIFIER_FUNCTIONS', 'COMPARISON_FUNCTIONS', 'LOGICAL_FUNCTIONS',
            'VERIFY_FUNCTIONS', 'normalize_answer', 'equal_as_date', 'answers_match', 'single_answer', 'accuracy',
            'hits_at_1', 'expected_hits_at_1', 'any_hit', 'PRF', 'set_prf', 'wilson_interval', 'Score', 'proportion',
-           'kqapro_categories', 'category_accuracy', 'multi_answer_scores']
+           'kqapro_categories', 'category_accuracy', 'multi_answer_scores', 'mcnemar_exact', 'paired_comparison']
 
 # %% ../nbs/04_evaluate.ipynb #0808b360
 ENGINE_TO_KQAPRO = {'not sure': 'unknown'}  # the KoPL engine's words -> KQA Pro's answer vocabulary
@@ -219,3 +219,34 @@ def multi_answer_scores(golds: Sequence[Iterable[str]],  # gold answer set per q
         sums['Exact'] += float(_norm_set(_as_list(pred)) == _norm_set(gold))
     n = len(golds)
     return {k: proportion(min(v, n), n, confidence) for k, v in sums.items()}
+
+# %% ../nbs/04_evaluate.ipynb #8fda81cd
+def mcnemar_exact(only_a: int,  # questions only the first system answers
+                  only_b: int,  # questions only the second system answers
+                 ) -> float:
+    "McNemar's exact two-sided p-value: a binomial(only_a + only_b, 1/2) test on the discordant pairs."
+    n = only_a + only_b
+    if n == 0: return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+def paired_comparison(reference: Sequence[dict],  # per-question records of the reference system: `id`, `dataset`, `hit` (0/1)
+                      other: Sequence[dict],  # the other system's records, same keys
+                      key: str = 'hit',  # the per-question score compared
+                     ) -> list[dict]:
+    "Per dataset and overall, on the questions both systems answered: both Hits@1 (%), discordant counts, McNemar's p."
+    ref = {r['id']: r for r in reference}
+    common = [(ref[r['id']], r) for r in other if r['id'] in ref]
+    groups = {}
+    for a, b in common: groups.setdefault(a['dataset'], []).append((a, b))
+    if len(groups) > 1: groups['all'] = common
+    rows = []
+    for name, pairs in groups.items():
+        only_ref = sum(a[key] >= 1 > b[key] for a, b in pairs)
+        only_other = sum(b[key] >= 1 > a[key] for a, b in pairs)
+        n = len(pairs)
+        rows.append(dict(data=name, n=n, reference=round(100 * sum(a[key] for a, _ in pairs) / n, 2),
+                         other=round(100 * sum(b[key] for _, b in pairs) / n, 2), only_reference=only_ref,
+                         only_other=only_other, mcnemar_p=round(mcnemar_exact(only_ref, only_other), 4)))
+    return rows
+

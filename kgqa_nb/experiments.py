@@ -20,10 +20,10 @@ __all__ = ['KQAPRO_NEEDED', 'FAKE_PROGRAM', 'REPORT_SECTIONS', 'ABLATION_COLUMNS
            'record_category', 'kqapro_questions', 'kqapro_stages', 'kqapro_rescore', 'experiment_config',
            'experiment_backend', 'write_table', 'group_bar_chart', 'latency_chart', 'md_table', 'flat_scalars',
            'read_run', 'read_metaqa_pipelines', 'read_generation_ser', 'read_bench_executor', 'read_facts',
-           'read_bench_complex', 'read_nskgqa', 'read_generic', 'read_metaqa_kbcoder', 'read_webqsp_fer',
-           'read_run_webqsp', 'read_ablations', 'report_section', 'write_report', 'ablation_row', 'config_records',
-           'pipeline_ablation', 'pipeline_ablation_rows', 'nskgqa_setting_rows', 'nskgqa_ablation_rows',
-           'dual_kge_ablation_rows', 'ablation_table', 'ablation_chart', 'ablation_summary']
+           'read_bench_complex', 'read_nskgqa', 'read_generic', 'read_metaqa_kbcoder', 'read_kbcoder_head_to_head',
+           'read_webqsp_fer', 'read_run_webqsp', 'read_ablations', 'report_section', 'write_report', 'ablation_row',
+           'config_records', 'pipeline_ablation', 'pipeline_ablation_rows', 'nskgqa_setting_rows',
+           'nskgqa_ablation_rows', 'dual_kge_ablation_rows', 'ablation_table', 'ablation_chart', 'ablation_summary']
 
 # %% ../nbs/19_experiments.ipynb #cb77e7d0
 class ExperimentError(KGQAError, ValueError):
@@ -274,6 +274,14 @@ def read_metaqa_kbcoder(d: dict) -> tuple[list[dict], dict]:
     return rows, dict(data='MetaQA dev, the CodeAlignKGQA measurement\'s seeded sample', model=_model_of(d.get('runs') or {}),
                       linking='realistic (bracketed topic shown; names linked by ' + ' / '.join(sorted(links)) + ')')
 
+def read_kbcoder_head_to_head(d: dict) -> tuple[list[dict], dict]:
+    "run_kbcoder's head to head in outputs/metaqa_kbcoder.json: CodeAlignKGQA against each KB-Coder variant on the same questions."
+    rows = [{'KB-Coder variant': r.get('kb_coder'), 'data': r.get('data'), 'n': r.get('n'), 'CodeAlignKGQA Hits@1 %': r.get('reference'),
+             'KB-Coder Hits@1 %': r.get('other'), 'only CodeAlignKGQA right': r.get('only_reference'),
+             'only KB-Coder right': r.get('only_other'), 'McNemar p': r.get('mcnemar_p')} for r in (d.get('head_to_head') or {}).get('rows') or []]
+    labels = read_metaqa_kbcoder(d)[1]
+    return rows, dict(labels, data=labels['data'] + '; each pair on the questions both answered')
+
 def read_webqsp_fer(d: dict) -> tuple[list[dict], dict]:
     "run_kbcoder's outputs/webqsp_fer.json: FER per variant (generation only)."
     rows = [{'variant': name, 'n': (run.get('summary') or {}).get('n'), 'FER %': (run.get('summary') or {}).get('fer_percent'),
@@ -303,6 +311,8 @@ REPORT_SECTIONS = [
     ('metaqa_pipelines.json', 'MetaQA: CodeAlignKGQA, ablations and SymKGQA (metaqa_pipelines)', read_metaqa_pipelines,
      ['metaqa_pipelines/hits_by_hop.png', 'metaqa_pipelines/latency_by_stage.png']),
     ('metaqa_kbcoder.json', 'MetaQA: KB-Coder (run_kbcoder)', read_metaqa_kbcoder, []),
+    ('metaqa_kbcoder.json', 'MetaQA: CodeAlignKGQA against KB-Coder, same questions (run_kbcoder)', read_kbcoder_head_to_head,
+     ['kbcoder/head_to_head.png']),
     ('webqsp_fer.json', 'WebQSP: format error rate (run_kbcoder)', read_webqsp_fer, []),
     ('run_webqsp/kbcoder/metrics.json', 'WebQSP: KB-Coder format error rate, generation only (run_webqsp)', read_run_webqsp,
      ['run_webqsp/kbcoder/error_types.png']),

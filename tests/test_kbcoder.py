@@ -255,5 +255,8 @@ def test_run_kbcoder_smoke(tmp_path, metaqa):
     assert mr['gold_call_sequences']['metaqa-1hop']['n'] == 2
     rows = [json.loads(l) for l in (tmp_path / 'r' / 'metaqa_kbcoder6-R.jsonl').read_text().splitlines()]
     assert len(rows) == 6 and all(len(r['samples']) == 6 and len(r['demo_ids']) == 3 for r in rows)
+    h2h = {r['data']: r for r in json.loads(m.read_text())['head_to_head']['rows']}  # against the committed run_metaqa records (same sample)
+    assert set(h2h) == {'metaqa-1hop', 'metaqa-2hop', 'metaqa-3hop', 'all'} and h2h['all']['n'] == 6 and h2h['all']['kb_coder'] == 'KB-Coder(6)-R'
+    assert (tmp_path / 'r' / 'head_to_head.png').exists() and (tmp_path / 'r' / 'head_to_head.md').exists()
     wr = json.loads(w.read_text())
     assert 'cannot be scored' in wr['statement'] and wr['runs']['KB-Coder(6)-R']['summary']['n'] == 2
