@@ -220,7 +220,7 @@ def multi_answer_scores(golds: Sequence[Iterable[str]],  # gold answer set per q
     n = len(golds)
     return {k: proportion(min(v, n), n, confidence) for k, v in sums.items()}
 
-# %% ../nbs/04_evaluate.ipynb #8fda81cd
+# %% ../nbs/04_evaluate.ipynb #674fe86d
 def mcnemar_exact(only_a: int,  # questions only the first system answers
                   only_b: int,  # questions only the second system answers
                  ) -> float:
@@ -247,6 +247,6 @@ def paired_comparison(reference: Sequence[dict],  # per-question records of the 
         n = len(pairs)
         rows.append(dict(data=name, n=n, reference=round(100 * sum(a[key] for a, _ in pairs) / n, 2),
                          other=round(100 * sum(b[key] for _, b in pairs) / n, 2), only_reference=only_ref,
-                         only_other=only_other, mcnemar_p=round(mcnemar_exact(only_ref, only_other), 4)))
+                         only_other=only_other, mcnemar_p=float(f'{mcnemar_exact(only_ref, only_other):.3g}')))  # significant digits: tiny p stays > 0
     return rows
 
