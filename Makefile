@@ -26,7 +26,8 @@ install: $(STAMP)
 export: install
 	$(BIN)/nbdev_export
 
-# The main job: CodeAlignKGQA on the demo KQA Pro benchmark with the local Qwen2.5-Coder-1.5B (24 questions,
+# The main job: CodeAlignKGQA (retrieved demonstrations, KG-level grammar: the best measured configuration, see
+# outputs/constrained.json) on the demo KQA Pro benchmark with the local Qwen2.5-Coder-1.5B (24 questions,
 # timed on a fresh clone: see README), then the results page outputs/README.md. Resumable: rerunning skips finished questions.
 # `make main MAIN_N=12` answers fewer questions.
 MAIN_N ?= 24

@@ -23,7 +23,8 @@ __all__ = ['KQAPRO_NEEDED', 'FAKE_PROGRAM', 'REPORT_SECTIONS', 'ABLATION_COLUMNS
            'read_bench_complex', 'read_nskgqa', 'read_generic', 'read_metaqa_kbcoder', 'read_kbcoder_head_to_head',
            'read_webqsp_fer', 'read_run_webqsp', 'read_ablations', 'report_section', 'write_report', 'ablation_row',
            'config_records', 'pipeline_ablation', 'pipeline_ablation_rows', 'nskgqa_setting_rows',
-           'nskgqa_ablation_rows', 'dual_kge_ablation_rows', 'ablation_table', 'ablation_chart', 'ablation_summary']
+           'nskgqa_ablation_rows', 'dual_kge_ablation_rows', 'ablation_table', 'ablation_chart', 'ablation_summary',
+           'common_questions', 'constraint_counts', 'constrained_rows', 'accuracy_ser_chart', 'read_constrained']
 
 # %% ../nbs/19_experiments.ipynb #cb77e7d0
 class ExperimentError(KGQAError, ValueError):
@@ -115,10 +116,13 @@ def experiment_config(config: str = 'manual_demos',  # a key of `pipeline.NAMED_
                       correction: int | None = None,  # self code-correction rounds
                       grounding: bool | None = None,  # QUACK grounding
                       demos: str | None = None,  # 'manual' or 'dynamic'
+                      constrain: str | None = None,  # 'off', 'syntax' or 'kg' (grammar-constrained decoding)
+                      n_demos: int | None = None,  # demonstrations per prompt (dynamic mode)
                      ) -> PipelineConfig:
     "The named configuration with the given switches applied."
     if config not in NAMED_CONFIGS: raise ExperimentError(f'unknown config {config!r}; expected one of {", ".join(NAMED_CONFIGS)}')
-    changes = dict(system=system, facts=facts, correction=correction, grounding=grounding, demos=demos)
+    changes = dict(system=system, facts=facts, correction=correction, grounding=grounding, demos=demos,
+                   constrain=constrain, n_demos=n_demos)
     return replace(NAMED_CONFIGS[config](linking), **{k: v for k, v in changes.items() if v is not None})
 
 # %% ../nbs/19_experiments.ipynb #482a634a
@@ -306,6 +310,8 @@ def read_ablations(d: dict) -> tuple[list[dict], dict]:
 
 # %% ../nbs/19_experiments.ipynb #b956937c
 REPORT_SECTIONS = [
+    ('constrained.json', 'Grammar-constrained generation: demo benchmark (constrained)', lambda d: read_constrained(d),
+     ['constrained/accuracy_ser.png']),
     ('run_kqapro/metrics.json', 'KQA Pro: the main job (run_kqapro)', read_run, ['run_kqapro/by_category.png', 'run_kqapro/latency.png']),
     ('run_metaqa/metrics.json', 'MetaQA run (run_metaqa)', read_run, ['run_metaqa/by_hop.png', 'run_metaqa/latency.png']),
     ('metaqa_pipelines.json', 'MetaQA: CodeAlignKGQA, ablations and SymKGQA (metaqa_pipelines)', read_metaqa_pipelines,
@@ -552,3 +558,68 @@ def ablation_summary(rows: list[dict],  # `ablation_row`s
         data='MetaQA dev (pipelines, NS-KGQA); Nations literals (dual KGE): per row',
         model='per row (the pipelines: the model of their records; NS-KGQA and the KGE: no LLM)',
         linking='per row', rows=rows, not_run=[r for r in rows if r['delta'] is None])
+
+# %% ../nbs/19_experiments.ipynb #806171a8
+def common_questions(records: dict,  # configuration name -> records
+                    ) -> dict:
+    "Each configuration's records restricted to the questions every configuration answered (a like-for-like table)."
+    if not records: return {}
+    ids = set.intersection(*({r['id'] for r in rs} for rs in records.values()))
+    return {name: [r for r in rs if r['id'] in ids] for name, rs in records.items()}
+
+def constraint_counts(records: Sequence[dict]) -> dict:
+    "What the constraint did, per question: cut off by max_tokens, constraint dropped, re-generated on an empty answer."
+    n = max(len(records), 1)
+    cut = sum(any(a.get('finish') == 'length' and not a['ok'] for a in r['attempts']) for r in records)
+    dropped = sum(bool((r.get('constraint') or {}).get('dropped')) for r in records)
+    guided = [r for r in records if any(a['kind'] == 'sample' for a in r['attempts'])]
+    return dict(truncated_pct=round(100 * cut / n, 2), constraint_dropped_pct=round(100 * dropped / n, 2),
+                regenerated_pct=round(100 * len(guided) / n, 2),
+                regenerated_then_answered=sum(bool(r['prediction']) for r in guided))
+
+def constrained_rows(records: dict,  # configuration name -> KQA Pro-rescored records
+                     configs: dict,  # configuration name -> `PipelineConfig`
+                    ) -> list[dict]:
+    "One row per configuration: accuracy with its 95% interval, SER, what the constraint did, cost per question."
+    from kgqa_nb.pipeline import summarize
+    rows = []
+    for name, rs in records.items():
+        if not rs: continue
+        s, cfg = summarize(rs), configs[name]
+        f = s['all'] if 'all' in s else next(iter(s.values()))
+        rows.append(dict(config=name, constrain=cfg.constrain, demos=cfg.demos, facts=cfg.facts, n=f['n'],
+                         accuracy=f['hits_at_1'], ci95=f['ci95'], ser=f['ser'],
+                         invalid_after_correction=f['invalid_after_correction'],
+                         empty_answers=f['empty_answers'], seconds=f['seconds'], llm_calls=f['llm_calls'],
+                         prompt_tokens=f['prompt_tokens'], completion_tokens=f['completion_tokens'],
+                         **constraint_counts(rs)))
+    return rows
+
+def accuracy_ser_chart(rows: list[dict],  # from `constrained_rows`
+                       path: str | Path,  # the PNG to write
+                       title: str,
+                      ):
+    "Accuracy (with 95% intervals) and SER per configuration, side by side; the figure is saved and returned."
+    import matplotlib.pyplot as plt
+    names = [r['config'] for r in rows]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(7, 1.6 * len(rows)), 3.4))
+    acc = [r['accuracy'] for r in rows]
+    err = [[a - r['ci95'][0] for a, r in zip(acc, rows)], [r['ci95'][1] - a for a, r in zip(acc, rows)]]
+    colors = [{'off': 'tab:gray', 'syntax': 'tab:blue'}.get(r['constrain'], 'tab:green') for r in rows]
+    a1.bar(range(len(rows)), acc, yerr=err, capsize=3, color=colors); a1.set_ylim(0, 100); a1.set_ylabel('accuracy (%)')
+    a2.bar(range(len(rows)), [r['ser'] for r in rows], color=colors); a2.set_ylim(0, 100); a2.set_ylabel('SER (%)')
+    for ax in (a1, a2):
+        ax.set_xticks(range(len(rows)), [f"{n}\n(n={r['n']})" for n, r in zip(names, rows)], fontsize=7, rotation=20)
+    fig.suptitle(title, fontsize=9); fig.tight_layout(); fig.savefig(path, dpi=110); plt.close(fig)
+    return fig
+
+def read_constrained(d: dict) -> tuple[list[dict], dict]:
+    "constrained.json: the like-for-like rows of the demo benchmark, then the headline."
+    demo = d.get('demo') or {}
+    keep = ('config', 'constrain', 'demos', 'facts', 'n', 'accuracy', 'ci95', 'ser', 'empty_answers', 'truncated_pct',
+            'seconds', 'prompt_tokens', 'completion_tokens')
+    rows = [{k: r.get(k) for k in keep} for r in demo.get('rows') or []]
+    h = d.get('headline') or {}
+    if h: rows.append({'config': 'headline: ' + str(h.get('config')), 'n': h.get('demo_n'),
+                       'accuracy': h.get('demo_accuracy'), 'ser': h.get('demo_ser'), 'seconds': h.get('seconds_per_question')})
+    return rows, dict(data=demo.get('data'), model=d.get('model'), linking=d.get('linking'))

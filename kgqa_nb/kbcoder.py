@@ -12,7 +12,7 @@ import random
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
@@ -300,11 +300,12 @@ class KBCoder:
                  n_relations: int = 1,  # related relations shown (0: none)
                  max_tries: int = 10000,  # candidate executions per sample
                  time_budget: float = 20.0,  # seconds of search per sample
+                 grammar: str | None = None,  # GBNF all samples decode under (`grammar.program_grammar('kbcoder', ...)`)
                 ):
         if variant.retrieval == 'R' and demo_index is None: raise KGQAError(f'{variant.name} needs a demo_index (e.g. kgqa_nb.demos.DemoIndex)')
         if variant.retrieval == 'fixed' and not demos: raise KGQAError(f'{variant.name} needs fixed demonstrations (demos=)')
         self.backend, self.linker, self.variant, self.demos, self.demo_index = backend, linker, variant, list(demos), demo_index
-        self.n_demos, self.max_tries, self.time_budget = n_demos, max_tries, time_budget
+        self.n_demos, self.max_tries, self.time_budget, self.grammar = n_demos, max_tries, time_budget, grammar
         if hint is None and linker is not None and n_relations > 0: hint = lambda q: linker.related_relations(q, n_relations)
         self.hint = hint
 
@@ -325,7 +326,7 @@ class KBCoder:
         parts, demos, relations = self.prompt(question, topic)
         out = []
         for d in self.variant.decodings(tuple(dict.fromkeys((*parts.stop, *END_OF_CALLS)))):
-            c = self.backend.complete(parts.text, d)
+            c = self.backend.complete(parts.text, replace(d, grammar=self.grammar))
             out.append((read_generation(c.text), c))
         return out, demos, relations
 
@@ -427,13 +428,14 @@ def webqsp_coder(backend: LLMBackend,  # the LLM
                  samples: int = 1,  # 1: KB-Coder(1); 6: KB-Coder(6) (the demonstrations are fixed either way)
                  n_relations: int = 1,  # related relations shown (0: none)
                  train_path: str | Path | None = None,  # the training SPARQL the relation names come from
+                 grammar: str | None = None,  # GBNF the call sequences decode under (None: unconstrained)
                 ) -> KBCoder:
     "KB-Coder for WebQSP generation: the hand-converted demonstrations and the related-relation hint from the training relations."
     hint = None
     if n_relations:
         relations = NameRetriever(webqsp_relations(train_path or data_dir(WEBQSP_TRAIN)))
         hint = lambda q: [n for n, _ in relations.search(q, n_relations)]
-    return KBCoder(backend, None, Variant(samples), demos=webqsp_demos(), hint=hint)
+    return KBCoder(backend, None, Variant(samples), demos=webqsp_demos(), hint=hint, grammar=grammar)
 
 def webqsp_generation_record(coder: KBCoder,  # e.g. from `webqsp_coder`
                              question: dict,  # a test record with 'question'
@@ -490,11 +492,12 @@ def webqsp_codealign_record(backend: LLMBackend,  # the LLM
                             idx: int,  # its line index in the test file
                             settings: dict,  # the run's settings
                             max_tokens: int = 200,  # generation limit (the pipeline's default)
+                            grammar: str | None = None,  # GBNF the code decodes under (None: unconstrained)
                            ) -> dict:
     "One WebQSP question through CodeAlignKGQA's generation and parser only (no linking, facts, grounding or execution); shaped like `webqsp_generation_record`."
     t0 = time.perf_counter()
     parts = codealign_prompt(question['question'], (), (), (), demos=list(demos), include_facts=False)
-    c = backend.complete(parts.text, Decoding(max_tokens=max_tokens, stop=parts.stop))
+    c = backend.complete(parts.text, Decoding(max_tokens=max_tokens, stop=parts.stop, grammar=grammar))
     res = parse_generation(c.text, 'codealign', parts.answer_start)
     sample = dict(text=c.text, ok=res.ok, error=res.issue.error if res.issue else None,
                   message=res.issue.describe() if res.issue else None, program=res.program, llm_seconds=c.seconds, cached=c.cached)

@@ -4,19 +4,25 @@
 
 # %% ../nbs/10_llm.ipynb #14a9f47c
 from __future__ import annotations
-import hashlib, importlib, importlib.util, json, os, shutil, sqlite3, threading, time, urllib.error, urllib.request
+import contextlib, hashlib, importlib, importlib.util, io, json, logging, os, re, shutil, sqlite3, sys, tempfile
+import threading, time, urllib.error, urllib.request, warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Callable, Sequence
+import numpy as np
 from .core import KGQAError
 
 # %% auto #0
-__all__ = ['BASE_URL_VARS', 'API_KEY_VARS', 'MODEL_VAR', 'SMOLLM2_FILE', 'QWEN_CODER_FILE', 'QWEN_CODER_PARTS', 'LOCAL_MODELS',
-           'PRESETS', 'DEFAULT_PRESET', 'LLMError', 'LLMUnavailableError', 'LLMCallError', 'Decoding', 'Completion',
-           'LLMBackend', 'usage_summary', 'FakeBackend', 'default_cache_path', 'ResponseCache', 'CachedBackend',
-           'first_env', 'import_or_explain', 'check_server', 'OpenAIBackend', 'assemble_parts', 'package_dir',
-           'smollm2_path', 'qwen_coder_path', 'local_model_path', 'LlamaCppBackend', 'Preset', 'get_backend']
+__all__ = ['BASE_URL_VARS', 'API_KEY_VARS', 'MODEL_VAR', 'GRAMMAR_API_VARS', 'GRAMMAR_APIS', 'GRAMMAR_FALLBACKS', 'SMOLLM2_FILE',
+           'QWEN_CODER_FILE', 'QWEN_CODER_PARTS', 'LOCAL_MODELS', 'GRAMMAR_ENGINES', 'LLGUIDANCE_PIP',
+           'GRAMMAR_CACHE_SIZE', 'PRESETS', 'DEFAULT_PRESET', 'LLMError', 'LLMUnavailableError', 'LLMCallError',
+           'ConstraintUnsupportedError', 'Decoding', 'Completion', 'LLMBackend', 'usage_summary', 'FakeBackend',
+           'default_cache_path', 'ResponseCache', 'CachedBackend', 'first_env', 'resolve_grammar_api',
+           'import_or_explain', 'check_server', 'OpenAIBackend', 'assemble_parts', 'package_dir', 'smollm2_path',
+           'qwen_coder_path', 'local_model_path', 'resolve_engine', 'llguidance_error_summary', 'LLGuidanceMask',
+           'captured_stderr', 'gbnf_error_summary', 'LlamaCppBackend', 'Preset', 'get_backend']
 
 # %% ../nbs/10_llm.ipynb #e1ddb42c
 class LLMError(KGQAError):
@@ -28,6 +34,9 @@ class LLMUnavailableError(LLMError):
 class LLMCallError(LLMError):
     "A model was reachable but a request failed (refused, malformed, too long), even after retries."
 
+class ConstraintUnsupportedError(LLMCallError):
+    "A grammar was asked of a server that cannot decode under one, and no fallback was allowed."
+
 # %% ../nbs/10_llm.ipynb #941387df
 @dataclass(frozen=True)
 class Decoding:
@@ -38,6 +47,7 @@ class Decoding:
     max_tokens: int = 256  # generate at most this many tokens
     stop: tuple[str, ...] = ()  # end the text before the first of these strings
     seed: int = 0  # random seed when sampling (greedy decoding ignores it)
+    grammar: str | None = None  # GBNF text (root rule `root`) the answer must obey (None: unconstrained)
 
     def __post_init__(self):
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
@@ -46,13 +56,27 @@ class Decoding:
         if self.max_tokens < 1: raise ValueError(f'max_tokens must be >= 1, got {self.max_tokens}')
         if self.top_k is not None and self.top_k < 1: raise ValueError(f'top_k must be >= 1 or None, got {self.top_k}')
         if self.top_p is not None and not 0 < self.top_p <= 1: raise ValueError(f'top_p must be in (0, 1] or None, got {self.top_p}')
+        if self.grammar is not None and not (isinstance(self.grammar, str) and self.grammar.strip()):
+            raise ValueError(f'grammar must be GBNF text or None, got {self.grammar!r}')
 
     @property
     def greedy(self) -> bool: return self.temperature == 0
 
+    @cached_property
+    def grammar_sha256(self) -> str | None:
+        "Hex SHA-256 of the grammar text (None without a grammar); computed once per Decoding."
+        return None if self.grammar is None else hashlib.sha256(self.grammar.encode('utf-8')).hexdigest()
+
+    @property
+    def constraint_id(self) -> str:
+        "A short name of the constraint for records: 'gbnf:' + 16 hex digits of the grammar's hash, '' without one."
+        return '' if self.grammar is None else 'gbnf:' + self.grammar_sha256[:16]
+
     def as_dict(self) -> dict:
-        "Plain JSON-ready form (part of the cache key)."
-        return {**asdict(self), 'stop': list(self.stop)}
+        "Plain JSON-ready form (part of the cache key): the grammar's hash stands for its text."
+        d = {**asdict(self), 'stop': list(self.stop)}
+        if d.pop('grammar') is not None: d['grammar_sha256'] = self.grammar_sha256
+        return d
 
 # %% ../nbs/10_llm.ipynb #854a4369
 @dataclass
@@ -66,6 +90,7 @@ class Completion:
     cached: bool = False  # True when the answer came from the response cache
     finish_reason: str = ''  # 'stop' (end of text or a stop string) or 'length' (max_tokens reached)
     prompt_seconds: float | None = None  # part of `seconds` spent reading the prompt (None: the backend cannot tell)
+    constrained: bool = False  # True when the backend really decoded under the decoding's grammar
 
     @property
     def generation_seconds(self) -> float | None:
@@ -77,6 +102,8 @@ class LLMBackend:
     "Base class: subclasses implement `_complete(prompt, decoding)`; calls are recorded in `records`."
     model: str = ''
     max_workers: int = 1  # default number of requests in flight in `complete_many`
+    can_constrain: bool = False  # whether a grammar in the decoding is really enforced
+    engine: str = ''  # the engine that enforces it in-process ('gbnf', 'llguidance'); '' where a server decides
 
     def __init__(self):
         self.records: list[Completion] = []
@@ -118,6 +145,8 @@ def usage_summary(records: Sequence[Completion],  # e.g. `backend.records`
 # %% ../nbs/10_llm.ipynb #d02cf98e
 class FakeBackend(LLMBackend):
     "Scripted answers instead of a model, for tests."
+    can_constrain = True  # scripted text is taken to obey the grammar
+
     def __init__(self, answers: Callable[[str], str] | dict[str, str] | Sequence[str] = (),  # the script
                  default: str | None = None,  # answer when the script has none (None: raise `LLMCallError`)
                  model: str = 'fake',  # model id (part of cache keys)
@@ -153,7 +182,8 @@ class FakeBackend(LLMBackend):
         words = text.split()
         if len(words) > decoding.max_tokens:
             text, finish = ' '.join(words[:decoding.max_tokens]), 'length'
-        return Completion(text, len(prompt.split()), len(text.split()), 0.0, self.model, False, finish)
+        return Completion(text, len(prompt.split()), len(text.split()), 0.0, self.model, False, finish,
+                          constrained=decoding.grammar is not None)
 
     def complete_many(self, prompts, decoding=None, max_workers=None) -> list[Completion]:
         "Sequential, so that a list script is handed out in input order."
@@ -180,6 +210,8 @@ class ResponseCache:
                          'seconds REAL, finish_reason TEXT, created REAL)')
         # the prompt/generation time split, in a table of its own so that older cache files stay valid
         self._db.execute('CREATE TABLE IF NOT EXISTS timings (key TEXT PRIMARY KEY, prompt_seconds REAL)')
+        # whether the answer was decoded under its grammar (`Completion.constrained`), likewise
+        self._db.execute('CREATE TABLE IF NOT EXISTS constraints (key TEXT PRIMARY KEY, constrained INTEGER)')
 
     @staticmethod
     def key(model: str, prompt: str, decoding: Decoding) -> str:
@@ -190,12 +222,14 @@ class ResponseCache:
     def get(self, model: str, prompt: str, decoding: Decoding) -> Completion | None:
         "The stored completion, or None."
         with self._lock:
-            row = self._db.execute('SELECT c.text, c.prompt_tokens, c.completion_tokens, c.seconds, c.finish_reason, t.prompt_seconds '
-                                   'FROM completions c LEFT JOIN timings t ON t.key = c.key WHERE c.key = ?',
+            row = self._db.execute('SELECT c.text, c.prompt_tokens, c.completion_tokens, c.seconds, c.finish_reason, '
+                                   't.prompt_seconds, k.constrained FROM completions c '
+                                   'LEFT JOIN timings t ON t.key = c.key LEFT JOIN constraints k ON k.key = c.key '
+                                   'WHERE c.key = ?',
                                    (self.key(model, prompt, decoding),)).fetchone()
         if row is None: return None
-        text, pt, ct, secs, finish, psecs = row
-        return Completion(text, pt, ct, secs, model, True, finish, psecs)
+        text, pt, ct, secs, finish, psecs, constrained = row
+        return Completion(text, pt, ct, secs, model, True, finish, psecs, bool(constrained))
 
     def put(self, model: str, prompt: str, decoding: Decoding, completion: Completion):
         "Store (or replace) the completion of `prompt`."
@@ -204,8 +238,11 @@ class ResponseCache:
             self._db.execute('INSERT OR REPLACE INTO completions VALUES (?,?,?,?,?,?,?,?,?,?)',
                              (self.key(model, prompt, decoding), model, prompt, json.dumps(decoding.as_dict()),
                               c.text, c.prompt_tokens, c.completion_tokens, c.seconds, c.finish_reason, time.time()))
+            key = self.key(model, prompt, decoding)
             if c.prompt_seconds is not None:
-                self._db.execute('INSERT OR REPLACE INTO timings VALUES (?,?)', (self.key(model, prompt, decoding), c.prompt_seconds))
+                self._db.execute('INSERT OR REPLACE INTO timings VALUES (?,?)', (key, c.prompt_seconds))
+            if decoding.grammar is not None or c.constrained:
+                self._db.execute('INSERT OR REPLACE INTO constraints VALUES (?,?)', (key, int(c.constrained)))
 
     def __len__(self) -> int:
         with self._lock: return self._db.execute('SELECT COUNT(*) FROM completions').fetchone()[0]
@@ -221,12 +258,18 @@ class CachedBackend(LLMBackend):
                 ):
         super().__init__()
         self.backend, self.model, self.max_workers = backend, backend.model, backend.max_workers
+        self.can_constrain = backend.can_constrain
         self.cache = ResponseCache(path or default_cache_path())
+
+    @property
+    def engine(self) -> str: return self.backend.engine  # the wrapped backend's (it may change between calls)
 
     def _lookup(self, prompt: str, decoding: Decoding) -> Completion | None:
         t = time.perf_counter()
         hit = self.cache.get(self.model, prompt, decoding)
-        return None if hit is None else replace(hit, seconds=time.perf_counter() - t)
+        if hit is None: return None
+        if decoding.grammar is not None and not hit.constrained and self.backend.can_constrain: return None  # ask again
+        return replace(hit, seconds=time.perf_counter() - t)
 
     def _complete(self, prompt: str, decoding: Decoding) -> Completion:
         hit = self._lookup(prompt, decoding)
@@ -252,12 +295,26 @@ class CachedBackend(LLMBackend):
 BASE_URL_VARS = ('KGQA_LLM_BASE_URL', 'OPENAI_BASE_URL')
 API_KEY_VARS = ('KGQA_LLM_API_KEY', 'OPENAI_API_KEY')
 MODEL_VAR = 'KGQA_LLM_MODEL'
+GRAMMAR_API_VARS = ('KGQA_LLM_GRAMMAR_API',)
+GRAMMAR_APIS = ('llama.cpp', 'vllm', 'none')  # how a server takes a GBNF grammar (see OpenAIBackend)
+GRAMMAR_FALLBACKS = ('error', 'unconstrained')  # what to do when it takes none
 
 def first_env(names: Sequence[str]) -> tuple[str | None, str | None]:
     "(value, name) of the first environment variable in `names` that is set and non-empty."
     for n in names:
         if os.environ.get(n): return os.environ[n], n
     return None, None
+
+def resolve_grammar_api(grammar_api: str = 'auto',  # 'auto' or one of GRAMMAR_APIS
+                        grammar_api_vars: Sequence[str] = GRAMMAR_API_VARS,  # where 'auto' looks, first set wins
+                        default: str = 'llama.cpp',  # what 'auto' means when no variable is set
+                       ) -> str:
+    "The grammar API a server backend uses: `grammar_api` itself, or for 'auto' the first set variable, else `default`."
+    value, source = (grammar_api, 'grammar_api') if grammar_api != 'auto' else first_env(grammar_api_vars)
+    if value is None: value, source = default, 'default_grammar_api'
+    if value not in GRAMMAR_APIS:
+        raise ValueError(f"{source} must be 'auto' or one of {', '.join(map(repr, GRAMMAR_APIS))}, got {value!r}")
+    return value
 
 def import_or_explain(module: str,  # module to import
                       pip: str,  # the pip arguments that install it
@@ -301,9 +358,17 @@ class OpenAIBackend(LLMBackend):
                  api_key_vars: Sequence[str] = API_KEY_VARS,  # where to look for the API key
                  default_base_url: str | None = None,  # used when no variable is set (a hosted API)
                  require_api_key: bool = False,  # fail at once when no key is set (hosted APIs need one)
+                 grammar_api: str = 'auto',  # how the server takes a grammar: 'llama.cpp', 'vllm', 'none' or 'auto'
+                 grammar_fallback: str = 'error',  # grammar for a 'none' server: 'error', or 'unconstrained' to drop it
+                 grammar_api_vars: Sequence[str] = GRAMMAR_API_VARS,  # where 'auto' looks for the grammar API
+                 default_grammar_api: str = 'llama.cpp',  # what 'auto' means when no variable is set
                 ):
         super().__init__()
         if mode not in ('completions', 'chat'): raise ValueError(f"mode must be 'completions' or 'chat', got {mode!r}")
+        self.grammar_api = resolve_grammar_api(grammar_api, grammar_api_vars, default_grammar_api)
+        if grammar_fallback not in GRAMMAR_FALLBACKS:
+            raise ValueError(f"grammar_fallback must be 'error' or 'unconstrained', got {grammar_fallback!r}")
+        self.grammar_fallback, self.grammar_api_vars = grammar_fallback, tuple(grammar_api_vars)
         openai = import_or_explain('openai', 'openai')
         found, var = (base_url, 'base_url') if base_url else first_env(base_url_vars)
         self.hint = (f'Set {" or ".join(base_url_vars)} to the server\'s base URL (e.g. http://127.0.0.1:8000/v1)'
@@ -340,12 +405,31 @@ class OpenAIBackend(LLMBackend):
                                       f'({type(last).__name__}). {self.hint}') from last
         raise LLMCallError(f'{self.base_url} kept failing after {self.retries + 1} attempts: {last}') from last
 
+    @property
+    def can_constrain(self) -> bool: return self.grammar_api != 'none'
+
     def _request_args(self, d: Decoding) -> dict:
+        "The client's keyword arguments for decoding `d`; raises `ConstraintUnsupportedError` before any request."
         args = dict(model=self.model, max_tokens=d.max_tokens, temperature=d.temperature, seed=d.seed)
         if d.top_p is not None: args['top_p'] = d.top_p
         if d.stop: args['stop'] = list(d.stop)
-        if d.top_k is not None: args['extra_body'] = {'top_k': d.top_k}  # not in OpenAI's API; vLLM and llama.cpp read it
+        extra = {} if d.top_k is None else {'top_k': d.top_k}  # not in OpenAI's API; vLLM and llama.cpp read it
+        if d.grammar is not None: extra.update(self._grammar_fields(d))
+        if extra: args['extra_body'] = extra
         return args
+
+    def _grammar_fields(self, d: Decoding) -> dict:
+        "The request-body fields that carry `d.grammar` to this server (none when it is dropped)."
+        if self.grammar_api == 'llama.cpp': return {'grammar': d.grammar}
+        if self.grammar_api == 'vllm':  # vLLM >= 0.12 reads the first, < 0.10.2 the second; unknown fields are ignored
+            return {'structured_outputs': {'grammar': d.grammar}, 'guided_grammar': d.grammar}
+        if self.grammar_fallback == 'unconstrained': return {}
+        raise ConstraintUnsupportedError(
+            f"The server at {self.base_url} (model {self.model!r}, grammar_api='none') cannot decode under a grammar, "
+            f"and this request asked for one ({d.constraint_id}). Either serve the model where it can, a llama.cpp "
+            f"server (grammar_api='llama.cpp') or vLLM (grammar_api='vllm'), chosen with grammar_api= or "
+            f"{' or '.join(self.grammar_api_vars)}; or pass grammar_fallback='unconstrained' to send the request "
+            f"without the grammar (the answer then says constrained=False).")
 
     def _complete(self, prompt: str, decoding: Decoding) -> Completion:
         args, t = self._request_args(decoding), time.perf_counter()
@@ -357,7 +441,8 @@ class OpenAIBackend(LLMBackend):
             text = r.choices[0].text or ''
         u = r.usage
         return Completion(text, getattr(u, 'prompt_tokens', 0) or 0, getattr(u, 'completion_tokens', 0) or 0,
-                          time.perf_counter() - t, self.model, False, r.choices[0].finish_reason or '')
+                          time.perf_counter() - t, self.model, False, r.choices[0].finish_reason or '',
+                          constrained=decoding.grammar is not None and self.can_constrain)
 
 # %% ../nbs/10_llm.ipynb #b3554d33
 SMOLLM2_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf'
@@ -413,9 +498,105 @@ def local_model_path(name: str,  # a key of LOCAL_MODELS
     if name not in LOCAL_MODELS: raise KeyError(f'No local model {name!r}; known: {", ".join(LOCAL_MODELS)}')
     return LOCAL_MODELS[name]()
 
+# %% ../nbs/10_llm.ipynb #f888b277
+GRAMMAR_ENGINES = ('auto', 'gbnf', 'llguidance')  # how LlamaCppBackend enforces a grammar
+LLGUIDANCE_PIP = 'llguidance==1.9.1'  # the version checked with llama-cpp-python 0.3.36
+
+def resolve_engine(engine: str = 'auto',  # one of GRAMMAR_ENGINES
+                  ) -> str:
+    "The grammar engine to use: `engine` itself, or for 'auto' 'llguidance' when it imports, else 'gbnf'."
+    if engine not in GRAMMAR_ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(map(repr, GRAMMAR_ENGINES))}, got {engine!r}")
+    if engine != 'auto': return engine
+    try: importlib.import_module('llguidance')
+    except (ImportError, OSError): return 'gbnf'
+    return 'llguidance'
+
+def llguidance_error_summary(message: str,  # an llguidance error (`LLMatcher.get_error()`, or the converter's)
+                             width: int = 300,  # characters kept
+                            ) -> str:
+    "llguidance's error on one line: its message and the Lark line it points at, without the parser state dump."
+    lines = [l.strip() for l in message.split('<state>')[0].replace('<non-verbose/>', '').splitlines() if l.strip()]
+    if not lines: return 'no message'
+    at = re.match(r'at (\d+)\(\d+\)', lines[0])  # 'at LINE(COLUMN): ...', then numbered lines of its Lark text
+    def keep(l: str) -> bool:  # of the numbered Lark lines only the one pointed at; no caret lines
+        if re.match(r'\d+ \|', l): return bool(at) and l.startswith(at.group(1) + ' |')
+        return set(l) != {'^'}
+    text = ' / '.join(lines[:1] + [l for l in lines[1:] if keep(l)])
+    if text.startswith('NoExtension'): text += ' (the grammar allows no more text here, yet the text is not complete)'
+    return text if len(text) <= width else text[:width] + '...'
+
+class LLGuidanceMask:
+    "A llama-cpp-python logits processor: feeds the generated tokens to an llguidance matcher, masks what it forbids."
+    def __init__(self, matcher,  # a fresh `llguidance.LLMatcher` (one per call: it keeps the parse state)
+                 n_vocab: int,  # the model's vocabulary size (the tokenizer's: the mask has one bit per token)
+                 stop_tokens: Sequence[int],  # end-of-generation tokens: all that is allowed after an error
+                ):
+        self.matcher, self.error, self.steps, self.seconds = matcher, None, 0, 0.0
+        self._bits = np.zeros((n_vocab + 31) // 32, np.int32)  # bit i of the mask: token i allowed
+        self._stop_only = np.zeros(n_vocab, bool)
+        self._stop_only[list(stop_tokens)] = True
+        self._seen = None  # context length at the last step; None before the first step, which sees the prompt
+
+    def _allowed(self, input_ids) -> np.ndarray | None:
+        "The allowed tokens after `input_ids` (None, with `error` set, when the matcher fails)."
+        m = self.matcher
+        if self._seen is None: self._seen = len(input_ids)  # the prompt, reused or read: not the grammar's business
+        new = [int(t) for t in input_ids[self._seen:]]
+        self._seen = len(input_ids)
+        if new and not m.consume_tokens(new):
+            self.error = llguidance_error_summary(m.get_error() or f'token(s) {new} refused')
+            return None
+        m.unsafe_compute_mask_ptr(self._bits.ctypes.data, self._bits.nbytes)  # what llguidance.numpy does
+        if m.is_error():
+            self.error = llguidance_error_summary(m.get_error())
+            return None
+        allowed = np.unpackbits(self._bits.view(np.uint8), bitorder='little', count=len(self._stop_only)).view(bool)
+        if not allowed.any(): self.error = 'the grammar allows no token here, not even the end of the text'
+        return allowed if self.error is None else None
+
+    def __call__(self, input_ids, scores):
+        t = time.perf_counter()
+        allowed = None
+        if self.error is None:
+            try: allowed = self._allowed(input_ids)
+            except Exception as e: self.error = f'{type(e).__name__}: {e}'  # raising here would be swallowed (ctypes)
+        if allowed is None: allowed = self._stop_only  # end the generation; the backend raises after the call
+        n = min(len(scores), len(allowed))
+        scores[:n][~allowed[:n]] = -np.inf
+        scores[n:] = -np.inf  # tokens beyond the tokenizer's vocabulary: never
+        self.steps += 1; self.seconds += time.perf_counter() - t
+        return scores
+
 # %% ../nbs/10_llm.ipynb #7eeb565b
+@contextlib.contextmanager
+def captured_stderr():
+    "Collect what is written to `sys.stderr` (Python) and to file descriptor 2 (C code) inside the block."
+    buf = io.StringIO()
+    with tempfile.TemporaryFile() as tmp:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            with contextlib.redirect_stderr(buf): yield buf
+        finally:
+            os.dup2(saved, 2); os.close(saved)
+            tmp.seek(0); buf.write(tmp.read().decode('utf-8', 'replace'))
+
+_GBNF_ERRORS = ('parse: error parsing grammar', 'invalid grammar', 'unsupported grammar', 'grammar does not contain')
+
+def gbnf_error_summary(log: str,  # what llama.cpp printed while parsing a grammar
+                       width: int = 200,  # characters kept of each message line
+                      ) -> str:
+    "llama.cpp's grammar error lines, each cut to `width` (after a parse error it prints the whole grammar too)."
+    lines = [l.strip() for l in log.splitlines() if l.strip().startswith(_GBNF_ERRORS)]
+    return '; '.join(dict.fromkeys(l if len(l) <= width else l[:width] + '...' for l in lines))
+
+GRAMMAR_CACHE_SIZE = 8  # checked (gbnf) or compiled (llguidance) grammars a LlamaCppBackend keeps, per engine
+
 class LlamaCppBackend(LLMBackend):
     "A GGUF model run in-process by llama.cpp; reuses the KV cache of the previous prompt's prefix, reproducibly."
+    can_constrain = True  # llama.cpp's GBNF sampler or llguidance
     def __init__(self, model_path: str | Path,  # the .gguf file
                  model: str | None = None,  # model id for records and cache keys (default: the file name)
                  n_ctx: int = 4096,  # context window in tokens (prompt + answer)
@@ -425,9 +606,11 @@ class LlamaCppBackend(LLMBackend):
                  reuse_prefix: bool = True,  # keep the KV cache of the common prefix between calls
                  prefix_states: int = 3,  # KV states of earlier prompt families kept in memory for reuse (0: only the last prompt's)
                  verbose: bool = False,  # llama.cpp's own logging
+                 engine: str = 'auto',  # grammar engine: 'gbnf', 'llguidance' or 'auto' (llguidance if installed)
                 ):
         super().__init__()
         if mode not in ('completions', 'chat'): raise ValueError(f"mode must be 'completions' or 'chat', got {mode!r}")
+        self.engine = engine  # checked before the model is loaded
         os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
         llama_cpp = import_or_explain('llama_cpp', "'llama-cpp-python[server]==0.3.36'")
         self.model_path = Path(model_path)
@@ -440,7 +623,21 @@ class LlamaCppBackend(LLMBackend):
         self.last_reused_tokens = 0
         self._prompt_len = 0  # prompt tokens of the previous call: the part of the KV cache built in batches
         self.prefix_states, self._states = prefix_states, []  # [(prompt tokens, llama state)], least recently used first
+        self._grammars: dict = {}  # grammar sha256 -> checked LlamaGrammar, least recently used first
+        self._matchers: dict = {}  # grammar sha256 -> compiled llguidance LLMatcher, least recently used first
+        self._llg_tokenizer, self._stop_tokens = None, []  # llguidance's view of the vocabulary, built once
         self._lock = threading.Lock()
+
+    @property
+    def engine(self) -> str:
+        "The grammar engine in use: 'gbnf' or 'llguidance' (assign 'auto', 'gbnf' or 'llguidance' to change it)."
+        return self._engine
+
+    @engine.setter
+    def engine(self, engine: str):
+        name = resolve_engine(engine)
+        if name == 'llguidance': import_or_explain('llguidance', LLGUIDANCE_PIP)
+        self._engine = name
 
     def tokenize(self, text: str) -> list[int]:
         "The model's tokens for `text` as a prompt (with the start token, special tokens parsed)."
@@ -481,14 +678,74 @@ class LlamaCppBackend(LLMBackend):
         self._states.append((tokens, self.llm.save_state()))
         del self._states[:-self.prefix_states]
 
+    def gbnf_problem(self, text: str) -> str | None:
+        "None when llama.cpp can build a grammar sampler from GBNF `text` (root rule `root`), else its error message."
+        lc, logger = self._llama_cpp, logging.getLogger('llama-cpp-python')
+        level = logger.level
+        with captured_stderr() as log:
+            logger.setLevel(logging.DEBUG)  # 0.3.36 files llama.cpp's errors under DEBUG: shown only when verbose
+            try: sampler = lc.llama_sampler_init_grammar(self.llm._model.vocab, text.encode('utf-8'), b'root')
+            finally: logger.setLevel(level)
+        if sampler:
+            lc.llama_sampler_free(sampler)
+            return None
+        return gbnf_error_summary(log.getvalue()) or 'llama.cpp could not build a grammar sampler from it'
+
+    def _llguidance_tokenizer(self):
+        "llguidance's tokenizer for this model (built once: it reads every token's bytes), ending on any EOG token."
+        if self._llg_tokenizer is None:
+            from llguidance.llamacpp import lltokenizer_from_vocab
+            lc, vocab = self._llama_cpp, self.llm._model.vocab
+            self._stop_tokens = [t for t in range(lc.llama_vocab_n_tokens(vocab)) if lc.llama_vocab_is_eog(vocab, t)]
+            with warnings.catch_warnings():  # it calls a llama.cpp function deprecated in 0.3.36 once per token
+                warnings.simplefilter('ignore', DeprecationWarning)
+                self._llg_tokenizer = lltokenizer_from_vocab(vocab, eos_token=self._stop_tokens)
+        return self._llg_tokenizer
+
+    def llguidance_matcher(self, text: str,  # GBNF text (root rule `root`)
+                          ):
+        "(compiled `LLMatcher`, None) for GBNF `text`, or (None, llguidance's message) when it rejects the grammar."
+        llg = import_or_explain('llguidance', LLGUIDANCE_PIP)
+        from llguidance.gbnf_to_lark import gbnf_to_lark
+        tokenizer = self._llguidance_tokenizer()
+        try: lark = llg.LLMatcher.grammar_from_lark(gbnf_to_lark(text))
+        except Exception as e: return None, 'GBNF: ' + llguidance_error_summary(str(e) or type(e).__name__)
+        m = llg.LLMatcher(tokenizer, lark, log_level=0, limits=llg.LLParserLimits(verbose_errors=False))
+        if m.is_error(): return None, llguidance_error_summary(m.get_error())
+        probe = LLGuidanceMask(m.deep_copy(), tokenizer.vocab_size, self._stop_tokens)
+        probe._allowed([])  # the first mask: some problems show only here (a grammar with no finite sentence)
+        return (None, probe.error) if probe.error else (m, None)
+
+    def _grammar(self, d: Decoding):
+        "The engine's form of `d`'s grammar (None without one): a checked `LlamaGrammar` or a compiled `LLMatcher`."
+        if d.grammar is None: return None
+        cache = self._grammars if self.engine == 'gbnf' else self._matchers
+        g = cache.pop(d.grammar_sha256, None)
+        if g is None and self.engine == 'gbnf':
+            problem = self.gbnf_problem(d.grammar)
+            if problem: raise LLMCallError(f'{self.model}: llama.cpp rejects the grammar {d.constraint_id}: {problem}')
+            g = self._llama_cpp.LlamaGrammar.from_string(d.grammar, verbose=False)
+        elif g is None:
+            g, problem = self.llguidance_matcher(d.grammar)
+            if problem: raise LLMCallError(f'{self.model}: llguidance rejects the grammar {d.constraint_id}: {problem} '
+                                           f"(engine='gbnf' uses llama.cpp's own grammar sampler instead)")
+        cache[d.grammar_sha256] = g
+        while len(cache) > GRAMMAR_CACHE_SIZE: del cache[next(iter(cache))]
+        return g
+
     def _sampling_args(self, d: Decoding) -> dict:
         return dict(max_tokens=d.max_tokens, temperature=d.temperature, top_k=d.top_k or 0,
                     top_p=1.0 if d.top_p is None else d.top_p, min_p=0.0, repeat_penalty=1.0,
                     stop=list(d.stop), seed=d.seed)
 
     def _complete(self, prompt: str, decoding: Decoding) -> Completion:
-        args = self._sampling_args(decoding)
+        args, mask = self._sampling_args(decoding), None
         with self._lock:
+            grammar = self._grammar(decoding)  # before the KV cache is touched: a bad grammar changes nothing
+            if grammar is not None and self.engine == 'gbnf': args['grammar'] = grammar
+            elif grammar is not None:  # a fresh matcher for this call, copied from the compiled one
+                mask = LLGuidanceMask(grammar.deep_copy(), self._llg_tokenizer.vocab_size, self._stop_tokens)
+                args['logits_processor'] = self._llama_cpp.LogitsProcessorList([mask])
             if self.mode == 'chat': self.llm.reset(); self.last_reused_tokens = self._prompt_len = 0
             else:
                 tokens = self.tokenize(prompt)
@@ -508,9 +765,12 @@ class LlamaCppBackend(LLMBackend):
                 self._prompt_len = len(tokens)
                 self._save_state(tokens)
         choice, u = r['choices'][0], r['usage']
+        if mask is not None and mask.error:
+            raise LLMCallError(f'{self.model}: decoding under the grammar {decoding.constraint_id} failed in '
+                               f'llguidance after {u["completion_tokens"]} generated token(s): {mask.error}')
         text = choice['message']['content'] if self.mode == 'chat' else choice['text']
         return Completion(text or '', u['prompt_tokens'], u['completion_tokens'], seconds, self.model, False,
-                          choice.get('finish_reason') or '', prompt_seconds)
+                          choice.get('finish_reason') or '', prompt_seconds, constrained=grammar is not None)
 
     def _perf_reset(self):
         "Zero llama.cpp's timers before a call, so that `_perf_prompt_seconds` reads this call's prompt time."
@@ -536,19 +796,23 @@ class Preset:
     api_key_vars: tuple[str, ...] = ()  # environment variables holding the API key, first set wins
     default_base_url: str | None = None  # a hosted API used when no variable is set
     mode: str = 'completions'  # 'completions' or 'chat'
+    grammar_api: str = 'llama.cpp'  # how its server takes a grammar (GRAMMAR_APIS); a local model always can
+    grammar_api_vars: tuple[str, ...] = ()  # environment variables that override `grammar_api`, first set wins
 
 def _served(name: str, model: str, mode: str = 'completions', default_base_url: str | None = None,
-            key_vars: tuple[str, ...] = ()) -> Preset:
+            key_vars: tuple[str, ...] = (), grammar_api: str = 'vllm') -> Preset:
     var = 'KGQA_' + name.upper().replace('-', '_').replace('.', '_')
     return Preset(name, model, 'openai', (f'{var}_BASE_URL', *BASE_URL_VARS),
-                  (f'{var}_API_KEY', *key_vars, *API_KEY_VARS), default_base_url, mode)
+                  (f'{var}_API_KEY', *key_vars, *API_KEY_VARS), default_base_url, mode,
+                  grammar_api, (f'{var}_GRAMMAR_API', *GRAMMAR_API_VARS))
 
 PRESETS = {p.name: p for p in [
     _served('codellama', 'codellama/CodeLlama-34b-Instruct-hf'),
     _served('deepseek-coder', 'deepseek-ai/deepseek-coder-33b-instruct'),
-    _served('gemini-pro', 'gemini-pro', 'chat', 'https://generativelanguage.googleapis.com/v1beta/openai/', ('GEMINI_API_KEY',)),
-    _served('gpt-4', 'gpt-4', 'chat', 'https://api.openai.com/v1'),
-    _served('gpt-3.5-turbo', 'gpt-3.5-turbo', 'chat', 'https://api.openai.com/v1'),
+    _served('gemini-pro', 'gemini-pro', 'chat', 'https://generativelanguage.googleapis.com/v1beta/openai/',
+            ('GEMINI_API_KEY',), grammar_api='none'),
+    _served('gpt-4', 'gpt-4', 'chat', 'https://api.openai.com/v1', grammar_api='none'),
+    _served('gpt-3.5-turbo', 'gpt-3.5-turbo', 'chat', 'https://api.openai.com/v1', grammar_api='none'),
     Preset('qwen2.5-coder-1.5b', 'Qwen2.5-Coder-1.5B-Instruct-Q4_K_M', 'llama_cpp'),
     Preset('smollm2-135m', 'SmolLM2-135M-Instruct-Q4_1', 'llama_cpp'),
 ]}
@@ -558,6 +822,7 @@ DEFAULT_PRESET = 'qwen2.5-coder-1.5b'
 _LOCAL_BACKENDS: dict = {}
 
 def _local_backend(path: Path, model: str, **overrides) -> LlamaCppBackend:
+    overrides['engine'] = resolve_engine(overrides.get('engine', 'auto'))  # 'auto' and what it means: one backend
     key = (str(path), model, tuple(sorted(overrides.items())))
     if key not in _LOCAL_BACKENDS: _LOCAL_BACKENDS[key] = LlamaCppBackend(path, model, **overrides)
     return _LOCAL_BACKENDS[key]
@@ -572,7 +837,9 @@ def get_backend(name: str = DEFAULT_PRESET,  # a key of PRESETS, a .gguf path, o
         if p.kind == 'llama_cpp': backend = _local_backend(local_model_path(name), p.model, **overrides)
         else:
             args = dict(model=p.model, base_url_vars=p.base_url_vars, api_key_vars=p.api_key_vars,
-                        default_base_url=p.default_base_url, mode=p.mode, require_api_key=p.default_base_url is not None)
+                        default_base_url=p.default_base_url, mode=p.mode,
+                        require_api_key=p.default_base_url is not None,
+                        grammar_api_vars=p.grammar_api_vars, default_grammar_api=p.grammar_api)
             backend = OpenAIBackend(**{**args, **overrides})
     elif name.endswith('.gguf'): backend = _local_backend(Path(name), Path(name).stem, **overrides)
     else: backend = OpenAIBackend(name, **overrides)

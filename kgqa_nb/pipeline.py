@@ -24,11 +24,11 @@ from .parse import ParseResult, parse_generation
 from .prompts import Demo, PromptParts, codealign_prompt, symkgqa_prompt
 
 # %% auto #0
-__all__ = ['SYSTEMS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'metaqa_questions', 'PipelineConfig', 'PipelineError',
-           'execute_answers', 'Stages', 'with_facts', 'build_prompt', 'ground_and_execute', 'score', 'answer_question',
-           'read_records', 'run_pipeline', 'summarize', 'failure_stage', 'interleave', 'subsample', 'metaqa_execute',
-           'metaqa_demo_pool', 'metaqa_fixed_demos', 'metaqa_stages', 'summary_table', 'failure_table',
-           'grounding_table']
+__all__ = ['SYSTEMS', 'CONSTRAIN_LEVELS', 'LATER_FIELDS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'metaqa_questions',
+           'PipelineConfig', 'PipelineError', 'execute_answers', 'Stages', 'constraint_grammar', 'with_facts',
+           'build_prompt', 'ground_and_execute', 'score', 'answer_question', 'read_records', 'run_pipeline',
+           'summarize', 'failure_stage', 'interleave', 'subsample', 'metaqa_execute', 'metaqa_demo_pool',
+           'metaqa_fixed_demos', 'metaqa_stages', 'summary_table', 'failure_table', 'grounding_table']
 
 # %% ../nbs/18_pipeline.ipynb #050009b9
 @dataclass
@@ -57,6 +57,8 @@ def metaqa_questions(hops: Sequence[int] = (1, 2, 3),  # which hop splits
 
 # %% ../nbs/18_pipeline.ipynb #e5699878
 SYSTEMS = ('codealign', 'symkgqa')
+CONSTRAIN_LEVELS = ('off', 'syntax', 'kg')  # as `kgqa_nb.grammar.LEVELS`
+LATER_FIELDS = {'constrain': 'off'}  # fields added after records were committed, and their defaults
 
 @dataclass(frozen=True)
 class PipelineConfig:
@@ -72,11 +74,14 @@ class PipelineConfig:
     grounding: bool = True  # QUACK grounding of every textual input
     sampling_retries: int = 0  # sampled re-generations when the grounded program fails (SymKGQA: 2)
     max_tokens: int = 200  # generation limit per call
+    constrain: str = 'off'  # decode under a grammar: 'off', 'syntax' (the program format), 'kg' (and the KG's names)
 
     def __post_init__(self):
         if self.system not in SYSTEMS: raise ValueError(f'system must be one of {SYSTEMS}, got {self.system!r}')
         if self.linking not in ('realistic', 'oracle'): raise ValueError(f"linking must be 'realistic' or 'oracle', got {self.linking!r}")
         if self.demos not in ('manual', 'dynamic'): raise ValueError(f"demos must be 'manual' or 'dynamic', got {self.demos!r}")
+        if self.constrain not in CONSTRAIN_LEVELS:
+            raise ValueError(f'constrain must be one of {CONSTRAIN_LEVELS}, got {self.constrain!r}')
 
     @classmethod
     def for_system(cls, system: str, **changes) -> PipelineConfig:
@@ -84,7 +89,12 @@ class PipelineConfig:
         base = dict(demos='dynamic', facts=False, correction=0, sampling_retries=2) if system == 'symkgqa' else {}
         return cls(system=system, **{**base, **changes})
 
-    def as_dict(self) -> dict: return asdict(self)
+    def as_dict(self) -> dict:
+        "The fields as a dict; fields added later are left out at their defaults, so older records still match."
+        d = asdict(self)
+        for k, default in LATER_FIELDS.items():
+            if d[k] == default: del d[k]
+        return d
 
     @property
     def uses_facts(self) -> bool:
@@ -95,7 +105,7 @@ class PipelineConfig:
     def name(self) -> str:
         "A short name saying how this configuration differs from its system's defaults."
         base, mine = PipelineConfig.for_system(self.system).as_dict(), self.as_dict()
-        diff = [f'{k}={v}' for k, v in mine.items() if v != base[k]]
+        diff = [f'{k}={v}' for k, v in mine.items() if v != base.get(k, LATER_FIELDS.get(k))]
         return self.system + (' (' + ', '.join(diff) + ')' if diff else '')
 
 # %% ../nbs/18_pipeline.ipynb #a7dcf687
@@ -119,6 +129,7 @@ class Stages:
     grounder: object | None = None  # a `kgqa_nb.grounding.Grounder`
     execute: Callable = execute_answers  # (executor, program, question, linked) -> answer list
     demo_facts: dict = field(default_factory=dict, repr=False)  # facts of demonstrations, filled by `with_facts`
+    grammars: dict = field(default_factory=dict, repr=False)  # (system, level) -> GBNF, filled by `constraint_grammar`
 
     def check(self, cfg: PipelineConfig):
         "Fail before the first question when `cfg` needs a stage that is missing."
@@ -129,6 +140,17 @@ class Stages:
         missing = [name for name, needed, have in need if needed and not have]
         if missing: raise PipelineError(f'{cfg.name} needs Stages.{", Stages.".join(missing)}; '
                                         'give it, or switch the stage off in PipelineConfig')
+
+def constraint_grammar(cfg: PipelineConfig, st: Stages) -> str | None:
+    "The GBNF grammar every LLM call of `cfg` decodes under (None when `cfg.constrain` is 'off'); built once per `Stages`."
+    if cfg.constrain == 'off': return None
+    key = (cfg.system, cfg.constrain)
+    if key not in st.grammars:
+        from kgqa_nb.grammar import program_grammar
+        kg = getattr(st.executor, 'kg', None)
+        st.grammars[key] = program_grammar(cfg.system, cfg.constrain, kg=kg).gbnf()
+    return st.grammars[key]
+
 
 # %% ../nbs/18_pipeline.ipynb #6e83718d
 def _clock(timings: dict, stage: str, t0: float) -> float:
@@ -166,7 +188,9 @@ def _llm_call(st: Stages, parts: PromptParts, decoding: Decoding, rec: dict, tim
 
 def _attempt(kind: str, c: Completion, res: ParseResult, demos: list) -> dict:
     return dict(kind=kind, text=c.text, ok=res.ok, issue=asdict(res.issue) if res.issue else None,
-                demos=[d.id for d in demos], prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens)
+                demos=[d.id for d in demos], prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
+                constrained=getattr(c, 'constrained', False), finish=c.finish_reason,
+                engine=getattr(c, 'engine', ''))
 
 # %% ../nbs/18_pipeline.ipynb #2ab3817e
 def ground_and_execute(cfg: PipelineConfig, st: Stages, q: Question, linked, res: ParseResult, timings: dict) -> dict:
@@ -216,7 +240,9 @@ def answer_question(q: Question,  # the question
     if cfg.uses_facts: demos = [with_facts(st, d, cfg.theta) for d in demos]
     t = _clock(timings, 'retrieval', t)
     parts = build_prompt(cfg, q.question, linked, facts, demos)
-    fmt, decoding = cfg.system, Decoding(max_tokens=cfg.max_tokens, stop=parts.stop)
+    grammar = constraint_grammar(cfg, st)
+    rec['constraint'] = dict(level=cfg.constrain, grammar=Decoding(grammar=grammar).constraint_id)
+    fmt, decoding = cfg.system, Decoding(max_tokens=cfg.max_tokens, stop=parts.stop, grammar=grammar)
     c = _llm_call(st, parts, decoding, rec, timings); t = time.perf_counter()
     res = parse_generation(c.text, fmt, parts.answer_start)
     rec['attempts'].append(_attempt('generate', c, res, demos))
@@ -227,14 +253,14 @@ def answer_question(q: Question,  # the question
         if cfg.uses_facts: d_prime = [with_facts(st, d, cfg.theta) for d in d_prime]
         t = _clock(timings, 'retrieval', t)
         parts = build_prompt(cfg, q.question, linked, facts, d_prime)
-        c = _llm_call(st, parts, Decoding(max_tokens=cfg.max_tokens, stop=parts.stop), rec, timings); t = time.perf_counter()
+        c = _llm_call(st, parts, replace(decoding, stop=parts.stop), rec, timings); t = time.perf_counter()
         res = parse_generation(c.text, fmt, parts.answer_start)
         rec['attempts'].append(_attempt('correct', c, res, d_prime))
         t = _clock(timings, 'parse', t)
         if res.ok: break
     outcome = ground_and_execute(cfg, st, q, linked, res, timings)
     for k in range(cfg.sampling_retries if (outcome['error'] or not outcome['prediction']) else 0):
-        sampled = Decoding(temperature=0.3, top_k=30, max_tokens=cfg.max_tokens, stop=parts.stop, seed=k + 1)
+        sampled = replace(decoding, temperature=0.3, top_k=30, stop=parts.stop, seed=k + 1)
         c = _llm_call(st, parts, sampled, rec, timings); t = time.perf_counter()
         r2 = parse_generation(c.text, fmt, parts.answer_start)
         rec['attempts'].append(_attempt('sample', c, r2, demos))
@@ -243,6 +269,7 @@ def answer_question(q: Question,  # the question
         if not again['error'] and again['prediction']: outcome = again; break
     rec.update(valid=outcome['valid'], parsed=res.program if res.ok else res.sketch, executed=outcome['program'], decisions=outcome['decisions'],
                prediction=outcome['prediction'], error=outcome['error'], **score(outcome['prediction'], q.answers))
+    rec['constraint']['dropped'] = grammar is not None and not all(a['constrained'] for a in rec['attempts'])
     rec['timings'] = {k: round(v, 4) for k, v in timings.items()}
     return rec
 
@@ -345,6 +372,22 @@ NAMED_CONFIGS = {
     # SymKGQA without its sampled re-generations (greedy only): costs no new LLM call after `symkgqa` ran
     'symkgqa_no_sampling': lambda linking='realistic': PipelineConfig.for_system('symkgqa', linking=linking, n_demos=2,
                                                                                   sampling_retries=0),
+    # grammar-constrained decoding (kgqa_nb.grammar): the program format only, or the format and the KG's names;
+    # 400 tokens fit the grammars' longest programs (12 steps), so that the limit rarely cuts one off
+    'codealign_syntax': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2,
+                                                                   constrain='syntax', max_tokens=400),
+    'codealign_kg': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2,
+                                                               constrain='kg', max_tokens=400),
+    'manual_demos_syntax': lambda linking='realistic': PipelineConfig(linking=linking, constrain='syntax', max_tokens=400),
+    'manual_demos_kg': lambda linking='realistic': PipelineConfig(linking=linking, constrain='kg', max_tokens=400),
+    'no_facts_kg': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2, facts=False,
+                                                              constrain='kg', max_tokens=400),
+    # execution-guided: an empty or failing answer draws up to two sampled programs under the same grammar
+    'no_facts_kg_guided': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2,
+                                                                     facts=False, constrain='kg', sampling_retries=2,
+                                                                     max_tokens=400),
+    'symkgqa_kg': lambda linking='realistic': PipelineConfig.for_system('symkgqa', linking=linking, n_demos=2,
+                                                                        constrain='kg', max_tokens=400),
 }
 
 def interleave(questions: Sequence[Question]) -> list[Question]:

