@@ -8,7 +8,7 @@ import json, os
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['DATA_ENV_VAR', 'CACHE_ENV_VAR', 'data_dir', 'package_data', 'cache_dir', 'read_jsonl', 'KGQAError']
+__all__ = ['DATA_ENV_VAR', 'CACHE_ENV_VAR', 'data_dir', 'package_data', 'cache_dir', 'logical_path', 'read_jsonl', 'KGQAError']
 
 # %% ../nbs/00_core.ipynb #54226ef3
 DATA_ENV_VAR = 'KGQA_DATA'
@@ -52,6 +52,17 @@ def cache_dir(sub: str = '',  # a sub-folder, e.g. 'embeddings'
     p = p/sub if sub else p
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+# %% ../nbs/00_core.ipynb #517f2ccc
+def logical_path(text) -> str:
+    "`text` (a path or any string) with the data and cache folders written as `$KGQA_DATA` and `$KGQA_CACHE`."
+    out = str(text)
+    try: roots = [(str(data_dir(must_exist=False)), '$KGQA_DATA')]
+    except FileNotFoundError: roots = []
+    roots.append((str(cache_dir()), '$KGQA_CACHE'))
+    for root, name in sorted(roots, key=lambda r: -len(r[0])):
+        out = out.replace(root, name)
+    return out
 
 # %% ../nbs/00_core.ipynb #59393e9f
 def read_jsonl(path: str | Path,  # a JSONL file written one record per line (it may not exist yet)

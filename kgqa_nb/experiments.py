@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import Sequence
 
-from .core import KGQAError, data_dir as _data_dir
+from .core import KGQAError, data_dir as _data_dir, logical_path
 from .evaluate import answers_match, single_answer, kqapro_categories, wilson_interval
 from .pipeline import NAMED_CONFIGS, PipelineConfig, Question, Stages, execute_answers
 
@@ -40,7 +40,8 @@ def resolve_kqapro_folder(data_dir: str | Path | None = None,  # the data folder
     folder = root/'kqapro'
     if all((folder/f).exists() for f in KQAPRO_NEEDED): return folder, None
     from kgqa_nb.benchgen import demo_benchmark
-    return demo_benchmark(), f'No KQA Pro KB/val files under {folder}: running on the shipped demo benchmark instead.'
+    return demo_benchmark(), (f'No KQA Pro KB/val files under {logical_path(folder)}: '
+                              'running on the shipped demo benchmark instead.')
 
 # %% ../nbs/19_experiments.ipynb #e83750a7
 def record_category(rec: dict) -> str:
