@@ -26,6 +26,7 @@ min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
 llm_requirements = shlex.split(cfg.get('llm_requirements', ''))
+kge_requirements = shlex.split(cfg.get('kge_requirements', ''))  # PyKEEN, the KG-embedding benchmark's reference
 
 setuptools.setup(
     name=cfg['lib_name'],
@@ -41,7 +42,7 @@ setuptools.setup(
     include_package_data=True,
     package_data={cfg['lib_name']: ['data/*']},
     install_requires=requirements,
-    extras_require={'dev': dev_requirements, 'llm': llm_requirements},
+    extras_require={'dev': dev_requirements, 'llm': llm_requirements, 'kge': kge_requirements},
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(),

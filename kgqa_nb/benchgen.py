@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 from .core import KGQAError, data_dir, package_data
 from .kg import KG, Value, QUANTITY, VALUE_TYPES, from_kopl_dict, load_kb, read_metaqa_triples
-from .functions import program_from_lists, FUNCTIONS
-from .executor import KoPLExecutor, Ents, Vals
+from .functions import ProgramError, program_from_lists, FUNCTIONS
+from .executor import ExecutionError, KoPLExecutor, Ents, Vals
 from .evaluate import kqapro_categories, answers_match, single_answer, proportion, Score
 
 # %% auto #0
@@ -803,11 +803,16 @@ class Templates:
         return self._draft(r, 'Verify', 'verify_under_condition', steps, q, 'boolean')
 
 # %% ../nbs/09_benchgen.ipynb #0a0f56c4
-def checked_answer(executor: KoPLExecutor, draft: Draft) -> tuple[str, list[dict], object] | None:
+def checked_answer(executor: KoPLExecutor,  # over the KG the draft was sampled from
+                   draft: Draft,  # the sampled program and question
+                   dropped: Counter | None = None,  # counts drafts whose program the executor rejected, by error class
+                  ) -> tuple[str, list[dict], object] | None:
     "(answer, program, raw last output) when the draft's program has one clear answer, else None."
     program = program_of(draft.steps)
     try: out, memory = executor.run(program, trace=True)
-    except Exception: return None
+    except (ProgramError, ExecutionError) as e:
+        if dropped is not None: dropped[type(e).__name__] += 1
+        return None
     kg = executor.kg
     last = program[-1]['function']
     if last in ('QueryName', 'Count', 'SelectAmong'):
@@ -917,10 +922,11 @@ class BenchmarkGenerator:
         self.lex = DEFAULT_LEXICON.merged(lexicon) if lexicon else DEFAULT_LEXICON
         self.templates = Templates(self.ix, self.ex, self.lex)
         self.choices = Choices(self.ix)
+        self.dropped = Counter()  # drafts dropped because the executor rejected their program, by error class
 
     def record(self, draft: Draft, rng: random.Random) -> dict | None:
         "The KQA Pro record of a draft, or None when its program has no clear answer."
-        got = checked_answer(self.ex, draft)
+        got = checked_answer(self.ex, draft, self.dropped)
         if got is None: return None
         answer, program, out = got
         if draft.kind == 'entity' and draft.template != 'select_between' and answer in draft.mentions: return None  # no giveaways
@@ -966,9 +972,11 @@ def generate_benchmark(kb: dict | KG,  # a KB dict in either KQA Pro schema (or 
                        categories: tuple = GENERATED_CATEGORIES,
                        lexicon: Lexicon | None = None,  # extra wordings
                        fractions: tuple = (0.8, 0.1, 0.1),  # train/val/test
+                       dropped: Counter | None = None,  # counts drafts dropped on an executor error, by error class
                       ) -> dict[str, list]:
     "KQA Pro-style questions per split: {'train': [...], 'val': [...], 'test': [...]}, stratified by category."
     gen = BenchmarkGenerator(kb, lexicon)
+    if dropped is not None: gen.dropped = dropped
     splits = {s: [] for s in SPLITS}
     for cat in categories:
         for s, qs in split_questions(gen.generate_questions(cat, n_per_category, seed), seed, fractions).items():
@@ -1017,12 +1025,15 @@ def load_benchmark_kb(folder: str | Path) -> KG:
 # %% ../nbs/09_benchgen.ipynb #fe02e15a
 def gold_program_accuracy(executor: KoPLExecutor,  # over the benchmark's KB
                           questions: list[dict],  # records with `program` and `answer`
+                          errors: Counter | None = None,  # counts the programs the executor rejected, by error class
                          ) -> Score:
     "Accuracy of the gold programs themselves (the first answer of each execution, KQA Pro's matching)."
     preds = []
     for q in questions:
         try: preds.append(executor.answer(q['program']))
-        except Exception: preds.append(None)
+        except (ProgramError, ExecutionError) as e:  # a wrong answer; anything else is a bug and is raised
+            if errors is not None: errors[type(e).__name__] += 1
+            preds.append(None)
     return proportion(sum(answers_match(q['answer'], single_answer(p)) for q, p in zip(questions, preds)), len(questions))
 
 def program_free_baseline(train: list[dict],  # where the most common answers are counted

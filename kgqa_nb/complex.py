@@ -4,21 +4,24 @@
 
 # %% ../nbs/20_complex.ipynb #3928e7c8
 from __future__ import annotations
+import pickle
+import re
 import time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
+from .core import progress_bar
 from .core import KGQAError
 from .kg import KG, STRING, QUANTITY, DATE
 
 # %% auto #0
 __all__ = ['INSTANCE_OF', 'Triples', 'kg_triples', 'LiteralTriples', 'kg_literal_triples', 'Split', 'split_triples', 'ComplEx',
            'AnswerIndex', 'filtered_ranks', 'Metrics', 'metrics_from_ranks', 'evaluate', 'TrainConfig', 'History',
-           'regulariser', 'train_complex', 'plot_history', 'literal_features', 'init_from_features', 'DualConfig',
-           'DualComplEx', 'train_literals', 'evaluate_literals', 'single_kge_triples']
+           'regulariser', 'CheckpointError', 'read_checkpoint', 'train_complex', 'plot_history', 'literal_features',
+           'init_from_features', 'DualConfig', 'DualComplEx', 'train_literals', 'evaluate_literals',
+           'single_kge_triples']
 
 # %% ../nbs/20_complex.ipynb #f04057dc
 INSTANCE_OF = 'instance of'
@@ -268,16 +271,41 @@ def regulariser(model: ComplEx, h: torch.Tensor, r: torch.Tensor, t: torch.Tenso
     if kind == 'l2': return weight * sum((f**2).sum() for f in fs) / len(h)
     raise KGQAError(f"TrainConfig.reg must be 'n3', 'l2' or None, got {kind!r}")
 
+# %% ../nbs/20_complex.ipynb #5d178dfd
+class CheckpointError(KGQAError):
+    "A checkpoint that cannot be read safely: tampered with, or written in an older format."
+
+def _plain(x):  # what goes into a checkpoint: a config or history dict, an optimizer state, ...
+    "`x` with numpy numbers as Python ones and other objects (a `Path`) as text, through dicts, lists and tuples."
+    if isinstance(x, np.generic): return x.item()  # first: np.float64 is also a float
+    if isinstance(x, (str, int, float, bool, type(None), torch.Tensor)): return x
+    if isinstance(x, dict): return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)): return type(x)(_plain(v) for v in x)
+    return str(x)
+
+def read_checkpoint(path: str | Path,  # a `.pt` file written by `train_complex`
+                    map_location: str | None = None,  # e.g. 'cpu' (None: the devices the tensors were saved from)
+                   ) -> dict:
+    "The checkpoint, read with `torch.load(weights_only=True)`: tensors and plain values only, never pickled code."
+    try: return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        found = re.search(r'GLOBAL (\S+)', str(e))
+        raise CheckpointError(f'{path}: refused to load {found[1] if found else "an object"}: a checkpoint may hold '
+                              'only tensors and plain values. It was tampered with or written by an older version: '
+                              'delete it and re-train with train_complex (or re-save it with plain values); it is '
+                              'never loaded unsafely.') from None
+
 # %% ../nbs/20_complex.ipynb #ddf9e1aa
 def _save_checkpoint(path: Path, model: ComplEx, opt: torch.optim.Optimizer, epoch: int, hist: History, cfg: TrainConfig, best: dict | None):
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix('.tmp')
-    torch.save({'model': model.state_dict(), 'optimizer': opt.state_dict(), 'epoch': epoch,
-                'history': asdict(hist), 'config': asdict(cfg), 'best': best}, tmp)
+    rest = _plain({'optimizer': opt.state_dict(), 'epoch': epoch, 'history': asdict(hist), 'config': asdict(cfg),
+                   'best': best})  # plain values only, which read_checkpoint (weights_only=True) reads back
+    torch.save({'model': model.state_dict(), **rest}, tmp)
     tmp.replace(path)  # atomic: an interruption never leaves a half-written checkpoint
 
 def _load_checkpoint(path: Path, model: ComplEx, opt: torch.optim.Optimizer, cfg: TrainConfig):
-    ck = torch.load(path, weights_only=False)
+    ck = read_checkpoint(path)
     same = {k: v for k, v in ck['config'].items() if k in ('dim', 'batch_size', 'lr', 'reg', 'reg_weight', 'seed')}
     if any(getattr(cfg, k) != v for k, v in same.items()):
         raise KGQAError(f'{path}: checkpoint was written with {same}, which differs from the current config; '
@@ -308,7 +336,7 @@ def train_complex(train_ids: np.ndarray,  # (n, 3) training triples
         start, hist, best = _load_checkpoint(ck_path, model, opt, cfg)
     loss_fn = nn.CrossEntropyLoss()
     t0 = time.perf_counter() - hist.seconds
-    bar = tqdm(range(start, cfg.epochs), initial=start, total=cfg.epochs, disable=not cfg.progress, desc='ComplEx')
+    bar = progress_bar(range(start, cfg.epochs), initial=start, total=cfg.epochs, disable=not cfg.progress, desc='ComplEx')
     bad_evals = 0 if not hist.eval_mrr else len(hist.eval_mrr) - 1 - int(np.argmax(hist.eval_mrr))
     for epoch in bar:
         model.train()
@@ -466,7 +494,7 @@ def train_literals(base: ComplEx,  # trained step-1 model
     losses, loss_fn = [], nn.CrossEntropyLoss()
     d = base.dim
     def mod(x): return torch.sqrt(x[:, :d]**2 + x[:, d:]**2 + 1e-12)
-    for epoch in tqdm(range(cfg.epochs), disable=not cfg.progress, desc='literals'):
+    for epoch in progress_bar(range(cfg.epochs), disable=not cfg.progress, desc='literals'):
         perm = torch.randperm(len(q), generator=torch.Generator().manual_seed(cfg.seed + epoch))
         total = 0.0
         for i in range(0, len(q), cfg.batch_size):

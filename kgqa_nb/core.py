@@ -4,14 +4,22 @@
 
 # %% ../nbs/00_core.ipynb #ce847513
 from __future__ import annotations
-import json, os
+import io, json, os
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['DATA_ENV_VAR', 'CACHE_ENV_VAR', 'data_dir', 'package_data', 'cache_dir', 'logical_path', 'read_jsonl', 'KGQAError']
+__all__ = ['DATA_ENV_VAR', 'CACHE_ENV_VAR', 'KGQAError', 'DataNotFoundError', 'data_dir', 'package_data', 'cache_dir',
+           'logical_path', 'has_widgets', 'progress_bar', 'JSONLError', 'read_jsonl', 'open_jsonl_append']
+
+# %% ../nbs/00_core.ipynb #87f1468b
+class KGQAError(Exception):
+    "Base class of the errors kgqa_nb raises on purpose."
 
 # %% ../nbs/00_core.ipynb #54226ef3
 DATA_ENV_VAR = 'KGQA_DATA'
+
+class DataNotFoundError(KGQAError, FileNotFoundError):
+    "The benchmark data folder, or a file in it, is missing (the message says where to get it)."
 
 def _find_shared_data(start: Path) -> Path | None:
     for d in [start, *start.parents]:
@@ -20,17 +28,17 @@ def _find_shared_data(start: Path) -> Path | None:
     return None
 
 def data_dir(sub: str = '',  # a path inside the data folder, e.g. 'metaqa/kb.txt'
-             must_exist: bool = True,  # raise `FileNotFoundError` when it is missing
+             must_exist: bool = True,  # raise `DataNotFoundError` when it is missing
             ) -> Path:
     "The benchmark data folder (env var `KGQA_DATA`, else a `shared/data` above the cwd), or `sub` inside it."
     root = os.environ.get(DATA_ENV_VAR)
     base = Path(root).expanduser() if root else _find_shared_data(Path.cwd().resolve())
     if base is None:
-        raise FileNotFoundError(f'No benchmark data folder: set {DATA_ENV_VAR} to the folder that holds '
+        raise DataNotFoundError(f'No benchmark data folder: set {DATA_ENV_VAR} to the folder that holds '
                                 f'metaqa/, kqapro/, webqsp/ (see README.md, "Data").')
     p = base/sub if sub else base
     if must_exist and not p.exists():
-        raise FileNotFoundError(f'{p} does not exist (data folder from {DATA_ENV_VAR}={base}); '
+        raise DataNotFoundError(f'{p} does not exist (data folder from {DATA_ENV_VAR}={base}); '
                                 f'see README.md, "Data", for where to download it.')
     return p
 
@@ -64,16 +72,50 @@ def logical_path(text) -> str:
         out = out.replace(root, name)
     return out
 
+# %% ../nbs/00_core.ipynb #463c22e1
+def has_widgets() -> bool:
+    "True when Jupyter widgets (`ipywidgets`) can be imported, so that a notebook bar can be drawn."
+    try: import ipywidgets  # noqa: F401
+    except ImportError: return False
+    return True
+
+def progress_bar(*args, **kwargs):
+    "A tqdm progress bar (same arguments): the notebook widget where `ipywidgets` is installed, else the text bar."
+    if has_widgets(): from tqdm.auto import tqdm
+    else: from tqdm.std import tqdm
+    return tqdm(*args, **kwargs)
+
 # %% ../nbs/00_core.ipynb #59393e9f
+class JSONLError(KGQAError, ValueError):
+    "A JSONL records file with a line that is not JSON (other than a torn last line)."
+
 def read_jsonl(path: str | Path,  # a JSONL file written one record per line (it may not exist yet)
               ):
-    "Yield each record of `path`; lines that are not complete JSON (a write cut off by a kill) are skipped."
+    "Yield each record of `path`; only a torn last line (a write cut off by a kill) is skipped, other bad lines raise."
     path = Path(path)
     if not path.exists(): return
-    for line in path.read_text(encoding='utf-8').splitlines():
-        try: yield json.loads(line)
-        except json.JSONDecodeError: continue
+    data = path.read_bytes()  # bytes: a kill can also cut a UTF-8 character in two
+    lines = data.split(b'\n')
+    if data.endswith(b'\n'): lines.pop()  # the empty piece after the final newline
+    for n, line in enumerate(lines, 1):
+        if not line.strip(): continue
+        try: rec = json.loads(line)
+        except ValueError as e:  # not JSON, or not UTF-8
+            if n == len(lines) and not data.endswith(b'\n'): return  # torn: its write never finished
+            raise JSONLError(f'{path}:{n}: not a JSON record ({getattr(e, "msg", e)}); '
+                             'only an unfinished last line is skipped') from None
+        yield rec
 
-# %% ../nbs/00_core.ipynb #87f1468b
-class KGQAError(Exception):
-    "Base class of the errors kgqa_nb raises on purpose."
+# %% ../nbs/00_core.ipynb #317071a1
+def open_jsonl_append(path: str | Path,  # a JSONL records file (created with its folder when missing)
+                     ) -> io.TextIOWrapper:
+    "`path` opened for appending records (text, UTF-8), after cutting off a torn last line."
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and path.stat().st_size:
+        data = path.read_bytes()
+        if not data.endswith(b'\n'):
+            start = data.rfind(b'\n') + 1
+            try: json.loads(data[start:]); keep, tail = len(data), b'\n'  # whole record, newline missing
+            except ValueError: keep, tail = start, b''  # torn: its item is done again
+            with path.open('r+b') as f: f.truncate(keep); f.seek(keep); f.write(tail)
+    return path.open('a', encoding='utf-8')

@@ -13,7 +13,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 import numpy as np
-from tqdm.auto import tqdm
+from .core import progress_bar
 from .core import KGQAError
 
 # %% auto #0
@@ -113,7 +113,7 @@ class Embedder:
 
     def _encode_missing(self, texts: list[str], progress: bool):
         chunk = max(self.batch_size * 8, 1)
-        bar = tqdm(total=len(texts), desc=f'encoding ({self.model_name})', disable=not progress, leave=False)
+        bar = progress_bar(total=len(texts), desc=f'encoding ({self.model_name})', disable=not progress, leave=False)
         for i in range(0, len(texts), chunk):
             part = texts[i:i+chunk]
             vecs = self.model.encode(part, batch_size=self.batch_size, normalize_embeddings=True,
@@ -207,7 +207,7 @@ class KGIndex:
         for kind in KINDS:
             names = self.elements[kind]
             col = client.create_collection(kind, metadata={'hnsw:space': 'cosine'}, embedding_function=None)
-            bar = tqdm(total=len(names), desc=f'indexing {kind}', disable=not progress or len(names) < 1000, leave=False)
+            bar = progress_bar(total=len(names), desc=f'indexing {kind}', disable=not progress or len(names) < 1000, leave=False)
             for i in range(0, len(names), step):
                 part = names[i:i+step]
                 vecs = self.embedder.encode([element_text(n) for n in part], progress=False)

@@ -12,19 +12,21 @@ from typing import Sequence
 
 from .core import KGQAError, data_dir as _data_dir, logical_path
 from .evaluate import answers_match, single_answer, kqapro_categories, wilson_interval
-from .pipeline import NAMED_CONFIGS, PipelineConfig, Question, Stages, execute_answers
+from .pipeline import (NAMED_CONFIGS, PipelineConfig, Question, Stages, execute_answers, incomplete, is_crashed,
+                              question_counts)
 
 # %% auto #0
 __all__ = ['KQAPRO_NEEDED', 'FAKE_PROGRAM', 'REPORT_SECTIONS', 'ABLATION_COLUMNS', 'PIPELINE_ABLATIONS', 'NSKGQA_ABLATIONS',
            'DUAL_VARIANTS', 'DUAL_METRICS', 'ABLATION_COLORS', 'ExperimentError', 'resolve_kqapro_folder',
            'record_category', 'kqapro_questions', 'kqapro_stages', 'kqapro_rescore', 'experiment_config',
-           'experiment_backend', 'write_table', 'group_bar_chart', 'latency_chart', 'md_table', 'flat_scalars',
-           'read_run', 'read_metaqa_pipelines', 'read_generation_ser', 'read_bench_executor', 'read_facts',
-           'read_bench_complex', 'read_nskgqa', 'read_generic', 'read_metaqa_kbcoder', 'read_kbcoder_head_to_head',
-           'read_webqsp_fer', 'read_run_webqsp', 'read_ablations', 'report_section', 'write_report', 'ablation_row',
-           'config_records', 'pipeline_ablation', 'pipeline_ablation_rows', 'nskgqa_setting_rows',
-           'nskgqa_ablation_rows', 'dual_kge_ablation_rows', 'ablation_table', 'ablation_chart', 'ablation_summary',
-           'common_questions', 'constraint_counts', 'constrained_rows', 'accuracy_ser_chart', 'read_constrained']
+           'experiment_backend', 'write_table', 'group_bar_chart', 'latency_chart', 'reproduction_lines', 'md_table',
+           'flat_scalars', 'read_run', 'read_metaqa_pipelines', 'read_generation_ser', 'read_bench_executor',
+           'read_facts', 'read_bench_complex', 'read_nskgqa', 'read_generic', 'read_metaqa_kbcoder',
+           'read_kbcoder_head_to_head', 'read_webqsp_fer', 'read_run_webqsp', 'read_ablations', 'report_section',
+           'write_report', 'ablation_row', 'config_records', 'pipeline_ablation', 'pipeline_ablation_rows',
+           'nskgqa_setting_rows', 'nskgqa_ablation_rows', 'dual_kge_ablation_rows', 'ablation_table', 'ablation_chart',
+           'ablation_summary', 'common_questions', 'constraint_counts', 'constrained_rows', 'accuracy_ser_chart',
+           'read_constrained']
 
 # %% ../nbs/19_experiments.ipynb #cb77e7d0
 class ExperimentError(KGQAError, ValueError):
@@ -104,6 +106,7 @@ def kqapro_stages(folder: str | Path,  # a KQA Pro-style folder (kb.json, train.
 # %% ../nbs/19_experiments.ipynb #63f25e5d
 def kqapro_rescore(rec: dict) -> dict:
     "The record with hit/expected_hit/any_hit under KQA Pro's answer matching of its one gold answer."
+    if is_crashed(rec): return rec  # no answer to score: `summarize` counts it as a miss
     gold, pred = (rec.get('gold') or [''])[0], rec.get('prediction') or []
     matches = [answers_match(gold, str(p)) for p in dict.fromkeys(pred)]
     return {**rec, 'hit': bool(matches) and answers_match(gold, single_answer(pred)),
@@ -146,6 +149,10 @@ def write_table(df,  # a pandas DataFrame
     df.to_csv(path.with_suffix('.csv'), index=False)
     path.with_suffix('.md').write_text(df.to_markdown(index=False) + '\n')
 
+def _crashed_note(figures: dict) -> str:
+    c = question_counts(figures)['crashed']
+    return f', {c} crashed' if c else ''
+
 def group_bar_chart(summary: dict,  # `pipeline.summarize` output: group -> figures
                     path: str | Path,  # the PNG to write
                     title: str,
@@ -159,7 +166,8 @@ def group_bar_chart(summary: dict,  # `pipeline.summarize` output: group -> figu
     err = [[y - summary[g]['ci95'][0] for g, y in zip(groups, ys)], [summary[g]['ci95'][1] - y for g, y in zip(groups, ys)]]
     fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(groups)), 3.2))
     ax.bar(range(len(groups)), ys, yerr=err, capsize=3)
-    ax.set_xticks(range(len(groups)), [f"{g}\n(n={summary[g]['n']})" for g in groups], fontsize=8)
+    labels = [f"{g}\n(n={summary[g]['n']}{_crashed_note(summary[g])})" for g in groups]
+    ax.set_xticks(range(len(groups)), labels, fontsize=8)
     ax.set_ylim(0, 100); ax.set_ylabel(ylabel); ax.set_title(title, fontsize=9)
     fig.tight_layout(); fig.savefig(path, dpi=110); plt.close(fig)
     return fig
@@ -175,6 +183,33 @@ def latency_chart(summary: dict,  # `pipeline.summarize` output
     ax.set_xlabel('seconds per question'); ax.set_title(title, fontsize=9); ax.legend(fontsize=7, ncol=4)
     ax.figure.tight_layout(); ax.figure.savefig(path, dpi=110); plt.close(ax.figure)
     return ax.figure
+
+# %% ../nbs/19_experiments.ipynb #3873feb1
+def _run_figures(metrics: dict) -> dict:
+    "Questions, accuracy with its interval, SER and seconds per question of one run's metrics.json content."
+    s = metrics.get('summary', {})
+    s = s.get('all', next(iter(s.values()), {})) if s else {}
+    ci = s.get('ci95') or [None, None]
+    return dict(questions=s.get('n'), accuracy=s.get('hits_at_1'), ci95=f'{ci[0]}-{ci[1]}', ser=s.get('ser'),
+                seconds=s.get('seconds'))
+
+def reproduction_lines(metrics: dict,  # this run's metrics (what run_kqapro writes to metrics.json)
+                       reference: str | Path | None = None,  # an earlier run's metrics.json (None: this run only)
+                       out_dir: str | Path | None = None,  # where this run's tables and figures are
+                      ) -> str:
+    "This run's figures next to a reference run's, as a small text table for the terminal."
+    rows = {'this run': _run_figures(metrics)}
+    if reference is not None and Path(reference).exists():
+        rows[f'reference ({logical_path(reference)})'] = _run_figures(json.loads(Path(reference).read_text()))
+    elif reference is not None: rows['reference'] = dict(questions=f'{reference} not found')
+    import pandas as pd
+    table = pd.DataFrame(rows).T.rename(columns=dict(accuracy='accuracy %', ci95='95% CI', ser='SER %',
+                                                      seconds='s/question'))
+    lines = [f"{metrics.get('config_name', '')} on {metrics.get('data', '')}, {metrics.get('model', '')}",
+             table.to_string(na_rep='')]
+    if out_dir is not None: lines.append(f'tables and figures: {out_dir}')
+    return '\n'.join(lines)
+
 
 # %% ../nbs/19_experiments.ipynb #b32a702b
 def _get(d, *keys, default=None):
@@ -207,12 +242,12 @@ def flat_scalars(d: dict, prefix: str = '', depth: int = 2) -> list[dict]:
 
 # %% ../nbs/19_experiments.ipynb #cf0c5aeb
 def _pipeline_rows(summaries: dict) -> list[dict]:
-    rows = []
-    for name, s in (summaries or {}).items():
-        for ds, f in s.items():
-            rows.append({'config': name, 'data': ds, 'n': f.get('n'), 'Hits@1 / acc %': f.get('hits_at_1'),
-                         '95% CI': f.get('ci95'), 'SER %': f.get('ser'), 's/question': f.get('seconds')})
-    return rows
+    "Rows of `summarize` outputs; planned/answered/crashed columns only where a question crashed or is missing."
+    groups = [(name, ds, f) for name, s in (summaries or {}).items() for ds, f in s.items()]
+    counts = any(incomplete(f) for *_, f in groups)
+    return [{'config': name, 'data': ds, 'n': f.get('n'), 'Hits@1 / acc %': f.get('hits_at_1'), '95% CI': f.get('ci95'),
+             'SER %': f.get('ser'), 's/question': f.get('seconds'), **(question_counts(f) if counts else {})}
+            for name, ds, f in groups]
 
 def read_run(d: dict) -> tuple[list[dict], dict]:
     "run_kqapro / run_metaqa metrics."
@@ -409,13 +444,13 @@ def config_records(records_path: str | Path,  # run_pipeline's JSONL records
                    linking: str = 'realistic',  # the linking mode of the configuration
                    model: str | None = None,  # the model id; None: the one with most records of the configuration
                   ) -> tuple[dict, str | None]:
-    "Records of a named configuration (by question id) and the model they are of; ({}, None) when there are none."
+    "Records of a named configuration (by question id, crashes included) and their model; ({}, None) if none."
     cfg = NAMED_CONFIGS[name](linking)
     if model is None:
-        models = Counter(r.get('model') for r in read_records(records_path, cfg).values())
+        models = Counter(r.get('model') for r in read_records(records_path, cfg, crashed=True).values())
         if not models: return {}, None
         model = models.most_common(1)[0][0]
-    return read_records(records_path, cfg, model), model
+    return read_records(records_path, cfg, model, crashed=True), model
 
 def pipeline_ablation(records_path: str | Path,  # run_pipeline's JSONL records
                       system: str,  # 'CodeAlignKGQA' or 'SymKGQA'
@@ -437,8 +472,12 @@ def pipeline_ablation(records_path: str | Path,  # run_pipeline's JSONL records
     ids = [i for i in full_recs if i in abl_recs]
     if not ids: return not_run(f'no records of {abl!r} with model {model_id} on the questions of {full!r}', model_id)
     s_full, s_abl = summarize([full_recs[i] for i in ids]), summarize([abl_recs[i] for i in ids])
+    def note(group: str) -> str:
+        crashed = {name: question_counts(s[group])['crashed'] for name, s in ((full, s_full), (abl, s_abl))}
+        said = ', '.join(f'{name} {k}' for name, k in crashed.items() if k)
+        return f'same {len(ids)} question ids' + (f'; crashed (counted as misses): {said}' if said else '')
     return [ablation_row(src, system, what, full, abl, group, s_full[group]['n'], 'Hits@1 %', s_full[group]['hits_at_1'],
-                         s_abl[group]['hits_at_1'], f'same {len(ids)} question ids', data, model_id, linking)
+                         s_abl[group]['hits_at_1'], note(group), data, model_id, linking)
             for group in sorted(s_full, key=lambda g: (g == 'all', g))]
 
 def pipeline_ablation_rows(records_path: str | Path,  # run_pipeline's JSONL records (metaqa_pipelines)
@@ -569,7 +608,8 @@ def common_questions(records: dict,  # configuration name -> records
     return {name: [r for r in rs if r['id'] in ids] for name, rs in records.items()}
 
 def constraint_counts(records: Sequence[dict]) -> dict:
-    "What the constraint did, per question: cut off by max_tokens, constraint dropped, re-generated on an empty answer."
+    "What the constraint did per answered question: cut off by max_tokens, constraint dropped, re-generated when empty."
+    records = [r for r in records if not is_crashed(r)]  # a crash has no calls to describe
     n = max(len(records), 1)
     cut = sum(any(a.get('finish') == 'length' and not a['ok'] for a in r['attempts']) for r in records)
     dropped = sum(bool((r.get('constraint') or {}).get('dropped')) for r in records)
@@ -583,17 +623,20 @@ def constrained_rows(records: dict,  # configuration name -> KQA Pro-rescored re
                     ) -> list[dict]:
     "One row per configuration: accuracy with its 95% interval, SER, what the constraint did, cost per question."
     from kgqa_nb.pipeline import summarize
-    rows = []
+    rows, figures = [], []
     for name, rs in records.items():
         if not rs: continue
         s, cfg = summarize(rs), configs[name]
         f = s['all'] if 'all' in s else next(iter(s.values()))
+        figures.append(f)
         rows.append(dict(config=name, constrain=cfg.constrain, demos=cfg.demos, facts=cfg.facts, n=f['n'],
                          accuracy=f['hits_at_1'], ci95=f['ci95'], ser=f['ser'],
                          invalid_after_correction=f['invalid_after_correction'],
                          empty_answers=f['empty_answers'], seconds=f['seconds'], llm_calls=f['llm_calls'],
                          prompt_tokens=f['prompt_tokens'], completion_tokens=f['completion_tokens'],
                          **constraint_counts(rs)))
+    if any(incomplete(f) for f in figures):  # only when a question crashed, so other tables stay as they were
+        for row, f in zip(rows, figures): row.update(question_counts(f))
     return rows
 
 def accuracy_ser_chart(rows: list[dict],  # from `constrained_rows`
@@ -619,6 +662,7 @@ def read_constrained(d: dict) -> tuple[list[dict], dict]:
     demo = d.get('demo') or {}
     keep = ('config', 'constrain', 'demos', 'facts', 'n', 'accuracy', 'ci95', 'ser', 'empty_answers', 'truncated_pct',
             'seconds', 'prompt_tokens', 'completion_tokens')
+    if any('crashed' in r for r in demo.get('rows') or []): keep += ('planned', 'answered', 'crashed')
     rows = [{k: r.get(k) for k in keep} for r in demo.get('rows') or []]
     h = d.get('headline') or {}
     if h: rows.append({'config': 'headline: ' + str(h.get('config')), 'n': h.get('demo_n'),

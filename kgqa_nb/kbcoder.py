@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
-from tqdm.auto import tqdm
-from .core import KGQAError, data_dir, package_data, read_jsonl
+from .core import progress_bar
+from .core import KGQAError, data_dir, package_data, read_jsonl, open_jsonl_append
 from .embed import Embedder, element_text, kg_elements
 from .evaluate import wilson_interval
 from .llm import Completion, Decoding, LLMBackend
@@ -469,8 +469,8 @@ def resume_jsonl(path: str | Path,  # the JSONL file (appended to)
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     done, new = done_records(path, settings, key), 0
     todo = [(k, item) for k, item in items if k not in done][:max_new]
-    with path.open('a', encoding='utf-8') as out:
-        for k, item in tqdm(todo, desc=path.stem, disable=not todo):
+    with open_jsonl_append(path) as out:
+        for k, item in progress_bar(todo, desc=path.stem, disable=not todo):
             done[k] = make_record(item, k); new += 1
             out.write(json.dumps(done[k], ensure_ascii=False) + '\n'); out.flush()
     return [done[k] for k, _ in items if k in done], new

@@ -4,8 +4,8 @@
 
 # %% ../nbs/10_llm.ipynb #14a9f47c
 from __future__ import annotations
-import contextlib, hashlib, importlib, importlib.util, io, json, logging, os, re, shutil, sqlite3, sys, tempfile
-import threading, time, urllib.error, urllib.request, warnings
+import atexit, contextlib, hashlib, importlib, importlib.util, io, json, logging, os, re, shutil, sqlite3, sys, tempfile
+import threading, time, urllib.error, urllib.request, warnings, weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
@@ -17,12 +17,13 @@ from .core import KGQAError
 # %% auto #0
 __all__ = ['BASE_URL_VARS', 'API_KEY_VARS', 'MODEL_VAR', 'GRAMMAR_API_VARS', 'GRAMMAR_APIS', 'GRAMMAR_FALLBACKS', 'SMOLLM2_FILE',
            'QWEN_CODER_FILE', 'QWEN_CODER_PARTS', 'LOCAL_MODELS', 'GRAMMAR_ENGINES', 'LLGUIDANCE_PIP',
-           'GRAMMAR_CACHE_SIZE', 'PRESETS', 'DEFAULT_PRESET', 'LLMError', 'LLMUnavailableError', 'LLMCallError',
-           'ConstraintUnsupportedError', 'Decoding', 'Completion', 'LLMBackend', 'usage_summary', 'FakeBackend',
-           'default_cache_path', 'ResponseCache', 'CachedBackend', 'first_env', 'resolve_grammar_api',
-           'import_or_explain', 'check_server', 'OpenAIBackend', 'assemble_parts', 'package_dir', 'smollm2_path',
-           'qwen_coder_path', 'local_model_path', 'resolve_engine', 'llguidance_error_summary', 'LLGuidanceMask',
-           'captured_stderr', 'gbnf_error_summary', 'LlamaCppBackend', 'Preset', 'get_backend']
+           'LLGUIDANCE_STEP_LEXER_FUEL', 'GRAMMAR_CACHE_SIZE', 'PRESETS', 'DEFAULT_PRESET', 'LLMError',
+           'LLMUnavailableError', 'LLMCallError', 'ConstraintUnsupportedError', 'Decoding', 'Completion', 'LLMBackend',
+           'usage_summary', 'FakeBackend', 'default_cache_path', 'ResponseCache', 'CachedBackend', 'first_env',
+           'resolve_grammar_api', 'import_or_explain', 'check_server', 'OpenAIBackend', 'assemble_parts', 'package_dir',
+           'smollm2_path', 'qwen_coder_path', 'local_model_path', 'resolve_engine', 'llguidance_error_summary',
+           'LLGuidanceMask', 'captured_stderr', 'gbnf_error_summary', 'close_local_models', 'LlamaCppBackend', 'Preset',
+           'get_backend']
 
 # %% ../nbs/10_llm.ipynb #e1ddb42c
 class LLMError(KGQAError):
@@ -85,12 +86,13 @@ class Completion:
     text: str  # the generated text, without the prompt and without the stop string
     prompt_tokens: int  # prompt length in the model's own tokens
     completion_tokens: int  # generated tokens
-    seconds: float  # wall-clock time of this call (a cache lookup for cached answers)
+    seconds: float  # wall-clock time of the model call (a cached answer replays its original call's)
     model: str  # model id
     cached: bool = False  # True when the answer came from the response cache
     finish_reason: str = ''  # 'stop' (end of text or a stop string) or 'length' (max_tokens reached)
     prompt_seconds: float | None = None  # part of `seconds` spent reading the prompt (None: the backend cannot tell)
     constrained: bool = False  # True when the backend really decoded under the decoding's grammar
+    lookup_seconds: float | None = None  # time the cache lookup itself took (None: not from the cache)
 
     @property
     def generation_seconds(self) -> float | None:
@@ -132,7 +134,7 @@ class LLMBackend:
 # %% ../nbs/10_llm.ipynb #d87b0e33
 def usage_summary(records: Sequence[Completion],  # e.g. `backend.records`
                  ) -> dict:
-    "Totals over call records: calls, cache hits, tokens (all and fresh) and seconds."
+    "Totals over call records: calls, cache hits, tokens (all and fresh) and model seconds (cached calls: replayed)."
     fresh = [r for r in records if not r.cached]
     return dict(calls=len(records), cached_calls=len(records) - len(fresh),
                 prompt_tokens=sum(r.prompt_tokens for r in records),
@@ -269,7 +271,7 @@ class CachedBackend(LLMBackend):
         hit = self.cache.get(self.model, prompt, decoding)
         if hit is None: return None
         if decoding.grammar is not None and not hit.constrained and self.backend.can_constrain: return None  # ask again
-        return replace(hit, seconds=time.perf_counter() - t)
+        return replace(hit, lookup_seconds=time.perf_counter() - t)  # the original call's timings, replayed
 
     def _complete(self, prompt: str, decoding: Decoding) -> Completion:
         hit = self._lookup(prompt, decoding)
@@ -287,7 +289,7 @@ class CachedBackend(LLMBackend):
         for p, c in fresh.items(): self.cache.put(self.model, p, decoding, c)
         for i, p in enumerate(prompts):
             if out[i] is None:
-                out[i] = fresh.pop(p) if p in fresh else replace(self._lookup(p, decoding), seconds=0.0)
+                out[i] = fresh.pop(p) if p in fresh else self._lookup(p, decoding)
         with self._records_lock: self.records.extend(out)
         return out
 
@@ -501,6 +503,9 @@ def local_model_path(name: str,  # a key of LOCAL_MODELS
 # %% ../nbs/10_llm.ipynb #f888b277
 GRAMMAR_ENGINES = ('auto', 'gbnf', 'llguidance')  # how LlamaCppBackend enforces a grammar
 LLGUIDANCE_PIP = 'llguidance==1.9.1'  # the version checked with llama-cpp-python 0.3.36
+# lexer work llguidance may do per token (its default, 200,000, stops with 'too many expressions constructed'
+# inside an entity slot of MetaQA's KG-level grammar, 43k names; 1,000,000 was enough, masks take <30 ms there)
+LLGUIDANCE_STEP_LEXER_FUEL = 5_000_000
 
 def resolve_engine(engine: str = 'auto',  # one of GRAMMAR_ENGINES
                   ) -> str:
@@ -594,6 +599,14 @@ def gbnf_error_summary(log: str,  # what llama.cpp printed while parsing a gramm
 
 GRAMMAR_CACHE_SIZE = 8  # checked (gbnf) or compiled (llguidance) grammars a LlamaCppBackend keeps, per engine
 
+_OPEN_LOCAL_MODELS = weakref.WeakSet()  # LlamaCppBackends whose model is loaded and not closed yet
+
+def close_local_models() -> None:
+    "Close every local model still open; runs at interpreter exit, before the modules llama.cpp's destructors need go."
+    for backend in list(_OPEN_LOCAL_MODELS): backend.close()
+
+atexit.register(close_local_models)  # once, when the module is imported
+
 class LlamaCppBackend(LLMBackend):
     "A GGUF model run in-process by llama.cpp; reuses the KV cache of the previous prompt's prefix, reproducibly."
     can_constrain = True  # llama.cpp's GBNF sampler or llguidance
@@ -627,6 +640,25 @@ class LlamaCppBackend(LLMBackend):
         self._matchers: dict = {}  # grammar sha256 -> compiled llguidance LLMatcher, least recently used first
         self._llg_tokenizer, self._stop_tokens = None, []  # llguidance's view of the vocabulary, built once
         self._lock = threading.Lock()
+        _OPEN_LOCAL_MODELS.add(self)
+
+    @property
+    def closed(self) -> bool:
+        "Whether `close` freed the model (the backend then answers nothing)."
+        return self.llm is None
+
+    def close(self) -> None:
+        "Free the model now: the last call's sampler, the context and the weights. Closing twice does nothing."
+        if not self._lock.acquire(timeout=10): return  # a call in another thread still uses it: not under its feet
+        try:
+            llm, self.llm = self.llm, None
+            _OPEN_LOCAL_MODELS.discard(self)
+            if llm is None: return
+            self._states.clear(); self._grammars.clear(); self._matchers.clear()
+            sampler = getattr(llm, '_sampler', None)  # `Llama.close` leaves it to the garbage collector
+            if sampler is not None: sampler.close(); llm._sampler = None
+            llm.close()
+        finally: self._lock.release()
 
     @property
     def engine(self) -> str:
@@ -710,7 +742,8 @@ class LlamaCppBackend(LLMBackend):
         tokenizer = self._llguidance_tokenizer()
         try: lark = llg.LLMatcher.grammar_from_lark(gbnf_to_lark(text))
         except Exception as e: return None, 'GBNF: ' + llguidance_error_summary(str(e) or type(e).__name__)
-        m = llg.LLMatcher(tokenizer, lark, log_level=0, limits=llg.LLParserLimits(verbose_errors=False))
+        m = llg.LLMatcher(tokenizer, lark, log_level=0,
+                          limits=llg.LLParserLimits(verbose_errors=False, step_lexer_fuel=LLGUIDANCE_STEP_LEXER_FUEL))
         if m.is_error(): return None, llguidance_error_summary(m.get_error())
         probe = LLGuidanceMask(m.deep_copy(), tokenizer.vocab_size, self._stop_tokens)
         probe._allowed([])  # the first mask: some problems show only here (a grammar with no finite sentence)
@@ -741,6 +774,7 @@ class LlamaCppBackend(LLMBackend):
     def _complete(self, prompt: str, decoding: Decoding) -> Completion:
         args, mask = self._sampling_args(decoding), None
         with self._lock:
+            if self.llm is None: raise LLMUnavailableError(f'{self.model}: this backend was closed; get a new one')
             grammar = self._grammar(decoding)  # before the KV cache is touched: a bad grammar changes nothing
             if grammar is not None and self.engine == 'gbnf': args['grammar'] = grammar
             elif grammar is not None:  # a fresh matcher for this call, copied from the compiled one
@@ -824,7 +858,8 @@ _LOCAL_BACKENDS: dict = {}
 def _local_backend(path: Path, model: str, **overrides) -> LlamaCppBackend:
     overrides['engine'] = resolve_engine(overrides.get('engine', 'auto'))  # 'auto' and what it means: one backend
     key = (str(path), model, tuple(sorted(overrides.items())))
-    if key not in _LOCAL_BACKENDS: _LOCAL_BACKENDS[key] = LlamaCppBackend(path, model, **overrides)
+    if key not in _LOCAL_BACKENDS or _LOCAL_BACKENDS[key].closed:
+        _LOCAL_BACKENDS[key] = LlamaCppBackend(path, model, **overrides)
     return _LOCAL_BACKENDS[key]
 
 def get_backend(name: str = DEFAULT_PRESET,  # a key of PRESETS, a .gguf path, or a model id on the KGQA_LLM_BASE_URL server

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
-from tqdm.auto import tqdm
+from .core import progress_bar
 
-from .core import KGQAError, read_jsonl
+from .core import KGQAError, open_jsonl_append, read_jsonl
 from .evaluate import any_hit, expected_hits_at_1, hits_at_1, wilson_interval
 from .executor import ExecutionError, KoPLExecutor
 from .functions import ProgramError
@@ -26,9 +26,10 @@ from .prompts import Demo, PromptParts, codealign_prompt, symkgqa_prompt
 # %% auto #0
 __all__ = ['SYSTEMS', 'CONSTRAIN_LEVELS', 'LATER_FIELDS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'metaqa_questions',
            'PipelineConfig', 'PipelineError', 'execute_answers', 'Stages', 'constraint_grammar', 'with_facts',
-           'build_prompt', 'ground_and_execute', 'score', 'answer_question', 'read_records', 'run_pipeline',
-           'summarize', 'failure_stage', 'interleave', 'subsample', 'metaqa_execute', 'metaqa_demo_pool',
-           'metaqa_fixed_demos', 'metaqa_stages', 'summary_table', 'failure_table', 'grounding_table']
+           'build_prompt', 'ground_and_execute', 'score', 'answer_question', 'is_crashed', 'read_records',
+           'run_pipeline', 'summarize', 'failure_stage', 'interleave', 'subsample', 'metaqa_execute',
+           'metaqa_demo_pool', 'metaqa_fixed_demos', 'metaqa_stages', 'question_counts', 'incomplete', 'summary_table',
+           'failure_table', 'grounding_table']
 
 # %% ../nbs/18_pipeline.ipynb #050009b9
 @dataclass
@@ -190,7 +191,7 @@ def _attempt(kind: str, c: Completion, res: ParseResult, demos: list) -> dict:
     return dict(kind=kind, text=c.text, ok=res.ok, issue=asdict(res.issue) if res.issue else None,
                 demos=[d.id for d in demos], prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
                 constrained=getattr(c, 'constrained', False), finish=c.finish_reason,
-                engine=getattr(c, 'engine', ''))
+                engine=getattr(c, 'engine', ''), cached=c.cached)
 
 # %% ../nbs/18_pipeline.ipynb #2ab3817e
 def ground_and_execute(cfg: PipelineConfig, st: Stages, q: Question, linked, res: ParseResult, timings: dict) -> dict:
@@ -274,17 +275,28 @@ def answer_question(q: Question,  # the question
     return rec
 
 # %% ../nbs/18_pipeline.ipynb #fa510b36
+def is_crashed(rec: dict) -> bool:
+    "Whether a record is of a question the pipeline crashed on (no answer, no attempts to show)."
+    return rec.get('status') == 'crashed'
+
 def read_records(path: str | Path,  # a JSONL file written by `run_pipeline`
                  cfg: PipelineConfig | None = None,  # keep only records of this configuration
                  model: str | None = None,  # and of this model id (`LLMBackend.model`)
+                 crashed: bool = False,  # also the last crashed record of a question without a completed one
                 ) -> dict:
     "Completed records by question id (the last one wins); a torn last line from a kill is ignored."
-    out = {}
+    out, failed = {}, {}
     for r in read_jsonl(path):
-        if r.get('status') == 'crashed' or (cfg is not None and r.get('config') != cfg.as_dict()): continue
+        if cfg is not None and r.get('config') != cfg.as_dict(): continue
         if model is not None and r.get('model') != model: continue
-        out[r['id']] = r
+        (failed if is_crashed(r) else out)[r['id']] = r
+    if crashed: out.update({i: r for i, r in failed.items() if i not in out})
     return out
+
+def _crash_record(q: Question, cfg: PipelineConfig, st: Stages, e: Exception) -> dict:
+    return dict(id=q.id, dataset=q.dataset, question=q.question, gold=list(q.answers), config=cfg.as_dict(),
+                model=st.backend.model, status='crashed', error=f'{type(e).__name__}: {e}',
+                traceback=traceback.format_exc(limit=5))
 
 def run_pipeline(questions: Sequence[Question],  # what to answer
                  cfg: PipelineConfig,  # how
@@ -293,60 +305,69 @@ def run_pipeline(questions: Sequence[Question],  # what to answer
                  progress: bool = True,  # a progress bar
                  max_new: int | None = None,  # answer at most this many new questions (None: all)
                 ) -> list[dict]:
-    "Records for `questions` in order, answering only those not already in `path`."
+    "Records for `questions` in order, answering only those not done in `path`; a crash's record stands for it."
     st.check(cfg)
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    done = read_records(path, cfg, st.backend.model)
-    todo = [q for q in questions if q.id not in done]
+    done = read_records(path, cfg, st.backend.model, crashed=True)
+    todo = [q for q in questions if q.id not in done or is_crashed(done[q.id])]
     if max_new is not None: todo = todo[:max_new]
-    with path.open('a', encoding='utf-8') as f, tqdm(total=len(todo), desc=cfg.name, disable=not progress) as bar:
+    with open_jsonl_append(path) as f, progress_bar(total=len(todo), desc=cfg.name, disable=not progress) as bar:
         for q in todo:
             try: rec = answer_question(q, cfg, st)
             except LLMError: raise
-            except Exception as e:
-                rec = dict(id=q.id, dataset=q.dataset, config=cfg.as_dict(), model=st.backend.model, status='crashed',
-                           error=f'{type(e).__name__}: {e}', traceback=traceback.format_exc(limit=5))
+            except Exception as e: rec = _crash_record(q, cfg, st, e)
             f.write(json.dumps(rec, ensure_ascii=False) + '\n'); f.flush()
-            if rec.get('status') != 'crashed': done[q.id] = rec
+            done[q.id] = rec
             bar.update(1)
     return [done[q.id] for q in questions if q.id in done]
 
 # %% ../nbs/18_pipeline.ipynb #d7c39d15
 STAGES = ('linking', 'facts', 'retrieval', 'llm_prompt', 'llm_generation', 'parse', 'grounding', 'execution')
 
-def summarize(records: Sequence[dict],  # records from `run_pipeline`
+def _pct(k: float, n: int, digits: int = 2) -> float | None: return round(100 * k / n, digits) if n else None
+
+def _per(total: float, n: int, digits: int) -> float | None: return round(total / n, digits) if n else None
+
+def summarize(records: Sequence[dict],  # records from `run_pipeline` (crashed ones included)
+              questions: Sequence[Question] | None = None,  # the questions the run planned (None: those of `records`)
              ) -> dict:
-    "Figures per dataset (and 'all'): Hits@1 with CI, SER, grounding share, seconds per stage, LLM use."
+    "Figures per dataset (and 'all'): Hits@1 with CI, SER, grounding share, seconds by stage, LLM use, question counts."
     groups = {}
     for r in records: groups.setdefault(r['dataset'], []).append(r)
     if len(groups) > 1: groups['all'] = list(records)
+    planned = {}
+    for q in questions or []: planned[q.dataset] = planned.get(q.dataset, 0) + 1
+    if questions is not None: planned['all'] = len(questions)
     out = {}
     for name, rs in groups.items():
-        n = len(rs)
-        hits = sum(r['hit'] for r in rs)
+        n, ok = len(rs), [r for r in rs if not is_crashed(r)]
+        m, hits = len(ok), sum(r['hit'] for r in ok)
         lo, hi = wilson_interval(hits, n)
         out[name] = dict(
             n=n, hits_at_1=round(100 * hits / n, 2), ci95=[round(100 * lo, 2), round(100 * hi, 2)],
-            expected_hits_at_1=round(100 * sum(r['expected_hit'] for r in rs) / n, 2),
-            any_hit=round(100 * sum(r['any_hit'] for r in rs) / n, 2),
-            ser=round(100 * sum(not r['attempts'][0]['ok'] for r in rs) / n, 2),
-            invalid_after_correction=round(100 * sum(not r['valid'] for r in rs) / n, 2),
-            corrected=round(100 * sum(len(r['attempts']) > 1 and r['attempts'][0]['kind'] == 'generate' and not r['attempts'][0]['ok'] and r['valid'] for r in rs) / n, 2),
-            grounding_needed=round(100 * sum(needed_grounding(r.get('decisions') or []) for r in rs) / n, 2),
-            execution_errors=round(100 * sum(bool(r['error']) and r['valid'] for r in rs) / n, 2),
-            empty_answers=round(100 * sum(not r['prediction'] for r in rs) / n, 2),
-            seconds=round(sum(sum(r['timings'].values()) for r in rs) / n, 3),
-            seconds_by_stage={s: round(sum(r['timings'].get(s, 0.0) for r in rs) / n, 4) for s in STAGES},
-            llm_calls=round(sum(r['llm']['calls'] for r in rs) / n, 3),
-            prompt_tokens=round(sum(r['llm']['prompt_tokens'] for r in rs) / n, 1),
-            completion_tokens=round(sum(r['llm']['completion_tokens'] for r in rs) / n, 1))
+            expected_hits_at_1=round(100 * sum(r['expected_hit'] for r in ok) / n, 2),
+            any_hit=round(100 * sum(r['any_hit'] for r in ok) / n, 2),
+            ser=_pct(sum(not r['attempts'][0]['ok'] for r in ok), m),
+            invalid_after_correction=_pct(sum(not r['valid'] for r in ok), m),
+            corrected=_pct(sum(len(r['attempts']) > 1 and r['attempts'][0]['kind'] == 'generate'
+                               and not r['attempts'][0]['ok'] and r['valid'] for r in ok), m),
+            grounding_needed=_pct(sum(needed_grounding(r.get('decisions') or []) for r in ok), m),
+            execution_errors=_pct(sum(bool(r['error']) and r['valid'] for r in ok), m),
+            empty_answers=_pct(sum(not r['prediction'] for r in ok), m),
+            seconds=_per(sum(sum(r['timings'].values()) for r in ok), m, 3),
+            seconds_by_stage={s: _per(sum(r['timings'].get(s, 0.0) for r in ok), m, 4) for s in STAGES},
+            llm_calls=_per(sum(r['llm']['calls'] for r in ok), m, 3),
+            prompt_tokens=_per(sum(r['llm']['prompt_tokens'] for r in ok), m, 1),
+            completion_tokens=_per(sum(r['llm']['completion_tokens'] for r in ok), m, 1),
+            planned=planned.get(name, n), answered=m, crashed=n - m)
     return out
 
 # %% ../nbs/18_pipeline.ipynb #1af5c6a1
 def failure_stage(rec: dict,  # a record
                   gold_program: list | None = None,  # the question's gold program, for the path comparison
                  ) -> str:
-    "'ok' for a hit, else the first stage that lost the question."
+    "'ok' for a hit, else the first stage that lost the question ('crashed' when the pipeline crashed on it)."
+    if is_crashed(rec): return 'crashed'
     if rec['hit']: return 'ok'
     if not rec['valid']: return 'invalid program'
     if rec['error'] and rec['error'].startswith('grounding'): return 'grounding error'
@@ -470,11 +491,25 @@ def metaqa_stages(backend: LLMBackend,  # the LLM
                   facts=FactsExtractor(kg, theta=theta), grounder=grounder, execute=metaqa_execute)
 
 # %% ../nbs/18_pipeline.ipynb #9ea67b3c
+def question_counts(figures: dict,  # one group of a `summarize` output (older ones lack the counts)
+                   ) -> dict:
+    "{'planned', 'answered', 'crashed'} of a summary group; a summary from before crashes were counted had none."
+    n = figures.get('n')
+    return dict(planned=figures.get('planned', n), answered=figures.get('answered', n),
+                crashed=figures.get('crashed', 0))
+
+def incomplete(figures: dict,  # one group of a `summarize` output
+              ) -> bool:
+    "Whether a summary group has a crashed question or fewer answered than planned questions."
+    c = question_counts(figures)
+    return bool(c['crashed']) or c['planned'] != c['answered'] + c['crashed']
+
 def summary_table(summaries: dict,  # configuration name -> `summarize` output
                   hops: Sequence[int] = (1, 2, 3),
                  ):
     "One row per (configuration, dataset) with the headline figures."
     import pandas as pd
+    counts = any(incomplete(f) for s in summaries.values() for f in s.values())
     rows = []
     for name, s in summaries.items():
         for ds, f in s.items():
@@ -482,7 +517,8 @@ def summary_table(summaries: dict,  # configuration name -> `summarize` output
                          '95% CI': f"{f['ci95'][0]:.1f}-{f['ci95'][1]:.1f}", 'any-answer Hits@1': f['any_hit'],
                          'SER %': f['ser'], 'invalid after correction %': f['invalid_after_correction'],
                          'grounding needed %': f['grounding_needed'], 's/question': f['seconds'],
-                         'LLM calls/q': f['llm_calls'], 'prompt tok/q': f['prompt_tokens'], 'output tok/q': f['completion_tokens']})
+                         'LLM calls/q': f['llm_calls'], 'prompt tok/q': f['prompt_tokens'],
+                         'output tok/q': f['completion_tokens'], **(question_counts(f) if counts else {})})
     return pd.DataFrame(rows)
 
 def failure_table(records: dict,  # configuration name -> records
@@ -501,7 +537,8 @@ def grounding_table(records: dict,  # configuration name -> records
     import pandas as pd
     rows = []
     for name, rs in records.items():
-        pairs = [(r.get('decisions') or [], gold_programs[r['id']]) for r in rs if gold_programs.get(r['id'])]
+        pairs = [(r.get('decisions') or [], gold_programs[r['id']]) for r in rs
+                 if gold_programs.get(r['id']) and not is_crashed(r)]
         for scope, only in (('all', False), ('needed grounding', True)):
             for kind, a in sorted(grounding_accuracy(pairs, TABLE7_GROUPS, only_grounded=only).items()):
                 rows.append({'config': name, 'decisions': scope, 'item type': kind, 'n': a['n'],

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from .core import KGQAError
 from .kg import KG, STRING, QUANTITY, DATE, YEAR
-from .complex import ComplEx, kg_triples
+from .complex import ComplEx, kg_triples, read_checkpoint
 from .qgraph import QGraph, QNode, ENTITY, EXPAND, PROPAGATE, NOP_NODE, Candidate
 
 # %% auto #0
@@ -118,7 +118,7 @@ def load_complex(path: str,  # a checkpoint (`last.pt`) written by `train_comple
                  kg: KG | None = None,  # check that the model's node / relation counts fit this KG
                 ) -> ComplEx:
     "The ComplEx model stored in a `train_complex` checkpoint."
-    ck = torch.load(path, weights_only=False, map_location='cpu')
+    ck = read_checkpoint(path, map_location='cpu')
     state = ck['model'] if 'model' in ck else ck
     n_nodes, d2 = state['node.weight'].shape
     model = ComplEx(n_nodes, state['rel.weight'].shape[0] // 2, d2 // 2)

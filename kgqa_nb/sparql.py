@@ -17,17 +17,19 @@ from .sexpr import validate_sexpr, is_reverse, relation_name, ConversionError
 
 # %% auto #0
 __all__ = ['FREEBASE_NS', 'XSD_NS', 'SparqlError', 'SparqlEndpointError', 'is_freebase_id', 'is_freebase_class',
-           'comparison_filter', 'sexpr_to_sparql', 'SparqlStore', 'RdflibStore', 'EndpointStore', 'freebase_mini_graph',
-           'sparql_store', 'binding_text', 'sexpr_answers_sparql', 'rdf_to_kg']
+           'comparison_filter', 'sparql_name', 'sparql_string', 'sparql_iri', 'sexpr_to_sparql', 'SparqlStore',
+           'RdflibStore', 'EndpointStore', 'freebase_mini_graph', 'sparql_store', 'binding_text',
+           'sexpr_answers_sparql', 'rdf_to_kg']
 
 # %% ../nbs/26_sparql.ipynb #33f731ab
 FREEBASE_NS = 'http://rdf.freebase.com/ns/'
 XSD_NS = 'http://www.w3.org/2001/XMLSchema#'
-_ID = re.compile(r'^[mg]\.[0-9a-z_]+$')
-_CLASS = re.compile(r'^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$')
-_DATE = re.compile(r'^-?\d{1,4}-\d{1,2}-\d{1,2}$')
-_YEAR = re.compile(r'^-?\d{1,4}$')
-_NUMBER = re.compile(r'^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$')
+_ID = re.compile(r'[mg]\.[0-9a-z_]+')
+_CLASS = re.compile(r'[a-z][a-z0-9_]*(\.[a-z0-9_]+)+')
+_DATE = re.compile(r'-?\d{1,4}-\d{1,2}-\d{1,2}', re.ASCII)
+_YEAR = re.compile(r'-?\d{1,4}', re.ASCII)
+_NUMBER = re.compile(r'[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?', re.ASCII)
+_VAR = re.compile(r'\?[A-Za-z_][A-Za-z0-9_]*')
 
 class SparqlError(KGQAError):
     "A query that cannot be written or answered."
@@ -37,14 +39,11 @@ class SparqlEndpointError(SparqlError):
 
 def is_freebase_id(name: str) -> bool:
     "True for a Freebase entity id such as `m.09c7w0` or `g.11b6...`."
-    return bool(_ID.match(name))
+    return bool(_ID.fullmatch(name))
 
 def is_freebase_class(name: str) -> bool:
     "True for a dotted schema name such as `people.person` (a type, in a class position)."
-    return bool(_CLASS.match(name)) and not is_freebase_id(name)
-
-def _string_literal(text: str) -> str:
-    return '"' + text.replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n') + '"'
+    return bool(_CLASS.fullmatch(name)) and not is_freebase_id(name)
 
 def comparison_filter(var: str,  # the variable holding the stored value, e.g. '?n0'
                       op: str,  # '<', '<=', '>' or '>='
@@ -52,11 +51,46 @@ def comparison_filter(var: str,  # the variable holding the stored value, e.g. '
                       path: tuple = (),  # where it sits, for errors
                      ) -> str:
     "The FILTER that compares a stored value with a literal: by number, by date, or by year."
-    if _DATE.match(value): return f'FILTER ({var} {op} "{value}"^^xsd:date)'
-    if _YEAR.match(value): return f'FILTER (xsd:integer(STRBEFORE(CONCAT(STR({var}), "-"), "-")) {op} {int(value)})'
+    if op not in CMP_OPS or not _VAR.fullmatch(var):
+        raise SparqlError(f'cannot compare {var!r} {op!r}: expected a ?variable and one of {" ".join(CMP_OPS)}')
+    if _DATE.fullmatch(value): return f'FILTER ({var} {op} "{value}"^^xsd:date)'
+    if _YEAR.fullmatch(value): return f'FILTER (xsd:integer(STRBEFORE(CONCAT(STR({var}), "-"), "-")) {op} {int(value)})'
     number = value.split()[0] if value.split() else value
-    if _NUMBER.match(number): return f'FILTER ({var} {op} {number})'
+    if _NUMBER.fullmatch(number): return f'FILTER ({var} {op} {number})'
     raise ConversionError('a comparison needs a number, a year or a date', path, 'e.g. 1.75, 1994 or 1994-07-06', value)
+
+# %% ../nbs/26_sparql.ipynb #7de66bf3
+_NAME = re.compile(r'[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*')  # what may follow `ns:`
+_IRI = re.compile(r'[^\x00-\x20<>"{}|^`\\\ud800-\udfff]*')  # SPARQL's IRIREF, between `<` and `>`
+_UNWRITABLE = re.compile(r'\\[uU]|[\ud800-\udfff]')  # \u escapes are expanded before parsing; surrogates are not UTF-8
+_ECHAR = {'\\': '\\\\', '"': '\\"', '\n': '\\n', '\r': '\\r', '\t': '\\t', '\b': '\\b', '\f': '\\f'}  # SPARQL's ECHAR
+
+def _shown(x) -> str:
+    s = repr(x)
+    return s if len(s) <= 80 else s[:77] + '...'
+
+def sparql_name(name: str,  # a relation, attribute, class or entity id, e.g. 'people.person.place_of_birth'
+                what: str = 'name',  # its role, for the error: 'relation', 'entity id', ...
+               ) -> str:
+    "`name` itself when it is safe after `ns:`; `SparqlError` naming it otherwise."
+    if isinstance(name, str) and _NAME.fullmatch(name): return name
+    raise SparqlError(f'{what} {_shown(name)} cannot go into a SPARQL query: an ns: name holds only ASCII letters, '
+                      'digits and "_", in parts separated by single dots')
+
+def sparql_string(text: str,  # any leaf text, e.g. 'Barack Obama'
+                 ) -> str:
+    "`text` as a SPARQL 1.1 double-quoted string literal; `SparqlError` for text no literal carries unambiguously."
+    if not isinstance(text, str) or _UNWRITABLE.search(text):
+        raise SparqlError(f'the literal {_shown(text)} cannot go into a SPARQL query: it holds a backslash before '
+                          'u or U (SPARQL expands \\u escapes before parsing) or a lone surrogate')
+    return '"' + ''.join(_ECHAR.get(c, c) for c in text) + '"'
+
+def sparql_iri(iri: str,  # e.g. 'http://rdf.freebase.com/ns/'
+              ) -> str:
+    "`<iri>`; `SparqlError` when `iri` holds a character that an IRI reference cannot."
+    if isinstance(iri, str) and _IRI.fullmatch(iri): return f'<{iri}>'
+    raise SparqlError(f'the namespace {_shown(iri)} is not an IRI: it may not hold spaces, control characters '
+                      'or any of <>"{}|^`\\')
 
 # %% ../nbs/26_sparql.ipynb #5344f608
 class _Patterns:
@@ -68,12 +102,12 @@ class _Patterns:
         self.n += 1
         return f'?v{self.n}'
 
-    def term(self, name: str) -> str: return self.ns + name
+    def term(self, name: str, what: str = 'relation') -> str: return self.ns + sparql_name(name, what)
 
     def leaf(self, name: str, var: str) -> list[str]:
-        if is_freebase_id(name): return [f'VALUES {var} {{ {self.term(name)} }}']
-        if is_freebase_class(name): return [f'{var} {self.ns}type.object.type {self.term(name)} .']
-        return [f'FILTER (str({var}) = {_string_literal(name)})']
+        if is_freebase_id(name): return [f'VALUES {var} {{ {self.term(name, "entity id")} }}']
+        if is_freebase_class(name): return [f'{var} {self.ns}type.object.type {self.term(name, "class")} .']
+        return [f'FILTER (str({var}) = {sparql_string(name)})']
 
     def of(self, node, var: str, path: tuple = ()) -> list[str]:
         "Patterns that bind `var` to the entities `node` denotes."
@@ -82,17 +116,17 @@ class _Patterns:
         if head == 'JOIN':
             rel, sub = node[1], node[2]
             r = self.term(relation_name(rel))
-            inner = self.term(sub) if isinstance(sub, str) and is_freebase_id(sub) else None
+            inner = self.term(sub, 'entity id') if isinstance(sub, str) and is_freebase_id(sub) else None
             y = inner or self.fresh()
             triple = f'{y} {r} {var} .' if is_reverse(rel) else f'{var} {r} {y} .'
             return [triple] + ([] if inner else self.of(sub, y, path + (2,)))
         if head == 'AND': return self.of(node[1], var, path + (1,)) + self.of(node[2], var, path + (2,))
         if head in CMP_OPS:
             n = self.fresh()
-            return [f'{var} {self.term(node[1])} {n} .', comparison_filter(n, head, node[2], path + (2,))]
+            return [f'{var} {self.term(node[1], "attribute")} {n} .', comparison_filter(n, head, node[2], path + (2,))]
         raise ConversionError(f'{head} can only be the outermost function', path, 'an entity set', head)
 
-_PREFIXES = 'PREFIX ns: <{ns}>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n'
+_PREFIXES = 'PREFIX ns: {ns}\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n'
 _LANG = "FILTER (!isLiteral(?x) || lang(?x) = '' || langMatches(lang(?x), 'en'))"  # WebQSP writes OR, which only Virtuoso reads
 
 def sexpr_to_sparql(sexpr,  # a valid S-expression over Freebase-style names (ids, relation and class names)
@@ -103,18 +137,18 @@ def sexpr_to_sparql(sexpr,  # a valid S-expression over Freebase-style names (id
     "The SPARQL SELECT query that answers `sexpr`: `?x` for entity sets, `?count` for COUNT."
     validate_sexpr(sexpr)
     p, head = _Patterns(), (sexpr[0] if isinstance(sexpr, tuple) else None)
-    body = [f'FILTER (?x != {p.term(e)})' for e in exclude]
+    body = [f'FILTER (?x != {p.term(e, "excluded entity id")})' for e in exclude]
     if english_only and head != 'COUNT': body.append(_LANG)
     if head == 'COUNT':
         select, body = 'SELECT (COUNT(DISTINCT ?x) AS ?count)', body + p.of(sexpr[1], '?x', (1,))
     elif head in ARG_OPS:
-        agg, key = ('MAX' if head == 'ARGMAX' else 'MIN'), p.term(sexpr[2])
+        agg, key = ('MAX' if head == 'ARGMAX' else 'MIN'), p.term(sexpr[2], 'attribute')
         n, n2, x2 = p.fresh(), p.fresh(), p.fresh()
         inner = p.of(sexpr[1], x2, (1,))  # the same set again, under its own variables
         sub = ('{ SELECT (' + agg + f'({n2}) AS ?best) WHERE {{\n  ' + '\n  '.join(inner + [f'{x2} {key} {n2} .']) + '\n} }')
         select, body = 'SELECT DISTINCT ?x', body + p.of(sexpr[1], '?x', (1,)) + [f'?x {key} {n} .', sub, f'FILTER ({n} = ?best)']
     else: select, body = 'SELECT DISTINCT ?x', body + p.of(sexpr, '?x')
-    return _PREFIXES.format(ns=ns) + select + '\nWHERE {\n' + '\n'.join(body) + '\n}\n'
+    return _PREFIXES.format(ns=sparql_iri(ns)) + select + '\nWHERE {\n' + '\n'.join(body) + '\n}\n'
 
 # %% ../nbs/26_sparql.ipynb #3bdc85b1
 class SparqlStore:

@@ -1,5 +1,6 @@
 "Fast tests of the ComplEx trainer, its filtered evaluation and the dual KG embeddings (kgqa_nb.complex)."
 import os
+import shlex
 from dataclasses import asdict, replace
 from pathlib import Path
 import numpy as np
@@ -8,9 +9,10 @@ import pytest
 torch = pytest.importorskip('torch')
 from kgqa_nb.complex import (AnswerIndex, ComplEx, DualConfig, TrainConfig, evaluate, filtered_ranks, kg_literal_triples,
                              kg_triples, literal_features, single_kge_triples, split_triples, train_complex, train_literals,
-                             evaluate_literals)
+                             evaluate_literals, read_checkpoint, CheckpointError)
 from kgqa_nb.core import KGQAError, package_data
 from kgqa_nb.kg import load_kb
+from kgqa_nb.resolver import load_complex
 
 # A small graph with structure: 3 communities of 6 nodes; 'likes' links within a community (both ways),
 # 'next' maps community c's node i to community c+1's node i (a permutation: 1-1 and learnable).
@@ -59,6 +61,48 @@ def test_checkpoint_from_other_config_is_refused(tmp_path):
     train_complex(g, 18, 2, cfg)
     with pytest.raises(KGQAError, match='checkpoint'):
         train_complex(g, 18, 2, replace(cfg, lr=0.01, epochs=10))
+
+
+
+class _Payload:
+    "What a tampered checkpoint could hold: unpickling it runs a shell command that creates `marker`."
+    def __init__(self, marker: Path): self.marker = marker
+    def __reduce__(self): return (os.system, (f'touch {shlex.quote(str(self.marker))}',))
+
+
+def test_checkpoints_load_with_weights_only_and_resume_with_plain_config(tmp_path):
+    "Written with a Path checkpoint_dir and a numpy lr, the checkpoint is still plain: weights_only=True reads it back."
+    g = toy_graph()
+    cfg = replace(FAST, epochs=6, checkpoint_every=3, checkpoint_dir=tmp_path, lr=np.float64(0.05))
+    train_complex(g, 18, 2, cfg, stop_after=3)
+    ck = torch.load(tmp_path/'last.pt', weights_only=True)
+    assert ck['epoch'] == 3 and ck['config']['checkpoint_dir'] == str(tmp_path) and type(ck['config']['lr']) is float
+    resumed, hist = train_complex(g, 18, 2, cfg)
+    full, full_hist = train_complex(g, 18, 2, replace(cfg, checkpoint_every=0, checkpoint_dir=None))
+    assert torch.equal(full.node.weight, resumed.node.weight) and hist.epoch_loss == full_hist.epoch_loss
+    assert load_complex(str(tmp_path/'last.pt')).n_relations == 2
+
+
+def test_tampered_checkpoint_is_refused_and_its_payload_never_runs(tmp_path):
+    g = toy_graph()
+    cfg = replace(FAST, epochs=3, checkpoint_every=3, checkpoint_dir=str(tmp_path))
+    train_complex(g, 18, 2, cfg)
+    ck = torch.load(tmp_path/'last.pt', weights_only=True)
+    marker = tmp_path/'payload-ran'
+    torch.save({**ck, 'history': _Payload(marker)}, tmp_path/'last.pt')  # a tampered resume checkpoint
+    for load in (lambda: read_checkpoint(tmp_path/'last.pt'), lambda: load_complex(str(tmp_path/'last.pt')),
+                 lambda: train_complex(g, 18, 2, replace(cfg, epochs=6))):
+        with pytest.raises(CheckpointError, match=r'posix\.system.*re-train'): load()
+    assert not marker.exists()
+
+
+def test_old_format_checkpoint_asks_for_retraining(tmp_path):
+    "An object weights_only=True cannot read (here a PosixPath in the config, as asdict(cfg) once wrote) is refused."
+    model = ComplEx(18, 2, 4)
+    torch.save({'model': model.state_dict(), 'config': {**asdict(FAST), 'checkpoint_dir': tmp_path}}, tmp_path/'old.pt')
+    with pytest.raises(CheckpointError, match='PosixPath.*delete it and re-train with train_complex'):
+        load_complex(str(tmp_path/'old.pt'))
+    assert issubclass(CheckpointError, KGQAError)
 
 
 def test_filtered_rank_hand_example():

@@ -78,8 +78,7 @@ def test_coverage_pool_gives_every_function_its_share(bench):
 def test_coverage_pool_metaqa_qtypes():
     pytest.importorskip('kgqa_nb.metaqa')
     from kgqa_nb.core import data_dir
-    try: data_dir('metaqa/kb.txt')
-    except FileNotFoundError: pytest.skip('no MetaQA data')
+    data_dir('metaqa/kb.txt')
     from kgqa_nb.metaqa import load_metaqa_split
     qs = [q for h in (1, 2, 3) for q in load_metaqa_split(h, 'dev')]
     rest, ev = split_pool_and_eval(qs, 50, seed=1)
@@ -149,8 +148,7 @@ def test_skeleton_retrieval_prefers_same_skeleton(tmp_path, bench, embedder):
 
 def test_metaqa_retrieval_fix(embedder):
     from kgqa_nb.core import data_dir
-    try: kb = data_dir('metaqa/kb.txt')
-    except FileNotFoundError: pytest.skip('no MetaQA data')
+    kb = data_dir('metaqa/kb.txt')
     from kgqa_nb.kg import load_kb
     from kgqa_nb.metaqa import load_metaqa_split
     kg = load_kb(kb)

@@ -81,8 +81,7 @@ def test_oracle_mode_is_the_gold_program(questions):
 
 def test_metaqa_topics_and_fallback():
     from kgqa_nb.core import data_dir
-    try: kb = data_dir('metaqa/kb.txt')
-    except FileNotFoundError: pytest.skip('no MetaQA data')
+    kb = data_dir('metaqa/kb.txt')
     from kgqa_nb.kg import load_kb
     from kgqa_nb.metaqa import load_metaqa_split
     mkg = load_kb(kb)
