@@ -12,6 +12,7 @@ from typing import Sequence
 from .core import KGQAError, cache_dir
 from .functions import (FUNCTIONS, ENTITIES, FACTS, VALUE, QVALUE, COMPARISON_OPS, BETWEEN_OPS, AMONG_OPS,
                         DIRECTIONS, KoPLFunction, accepts)
+from .parse import apostrophes_repairable
 from .prompts import ARG_OPS, CMP_OPS, code_name, symkgqa_arg
 
 # %% auto #0
@@ -308,6 +309,15 @@ class ArgRules:
         "A textual input as the format writes it."
         return repr(text) if self.style == 'python' else symkgqa_arg(text)
 
+    def renderings(self, name: str) -> list[str]:
+        """Every way the format may write a KG name: Python's `repr`, the other quote style, and, in single quotes,
+        in-word apostrophes left unescaped (`'Hell's Angels'`, which the parser escapes itself)."""
+        if self.style != 'python': return [symkgqa_arg(name)]
+        text = name.replace('\\', '\\\\')
+        forms = {repr(name), "'" + text.replace("'", "\\'") + "'", '"' + text.replace('"', '\\"') + '"'}
+        if apostrophes_repairable(name) and '"' not in name and '\\' not in name: forms.add("'" + name + "'")
+        return sorted(forms)
+
     def free_text(self):
         if self.style == 'python': return alt(*_QUOTED)
         bare = seq(Chars(_BARE_SPECIAL + ' ', True), Rep(Chars(_BARE_SPECIAL, True), 0, MAX_TEXT - 1))
@@ -333,7 +343,7 @@ class ArgRules:
         if slot == 'date': return self._quoted(alt(_DATE, _YEAR))
         names = self.vocab.get(slot) if self.vocab is not None and (slot in _NAME_SLOTS or ':' in slot) else None
         if names is None: return self.free_text()
-        names = [self.render(n) for n in names if n.strip() and '\n' not in n]
+        names = [form for n in names if n.strip() and '\n' not in n for form in self.renderings(n)]
         return literal_choice(self.g, _rule_name(slot) + '-names', names) if names else None
 
     def slot(self, slot: str) -> Ref | None:

@@ -17,10 +17,10 @@ from .prompts import ARG_OPS, CMP_OPS, code_name
 
 # %% auto #0
 __all__ = ['MAX_TEXT_CHARS', 'MAX_STATEMENT_CHARS', 'MAX_NESTING', 'MAX_STEPS', 'PARSE_ERRORS', 'ParseError', 'NoProgramError',
-           'UnsupportedSyntaxError', 'InputTooLargeError', 'safe_parse', 'code_statements', 'literal_text',
-           'canonical_function', 'read_codealign', 'validate', 'parse_codealign', 'read_symkgqa', 'parse_symkgqa',
-           'Issue', 'issue_from_error', 'ParseResult', 'parse_generation', 'syntax_error_rate', 'sexpr_kind',
-           'parse_kbcoder', 'parse_grounding_answer', 'random_text', 'random_program']
+           'UnsupportedSyntaxError', 'InputTooLargeError', 'safe_parse', 'apostrophes_repairable', 'code_statements',
+           'literal_text', 'canonical_function', 'read_codealign', 'validate', 'parse_codealign', 'read_symkgqa',
+           'parse_symkgqa', 'Issue', 'issue_from_error', 'ParseResult', 'parse_generation', 'syntax_error_rate',
+           'sexpr_kind', 'parse_kbcoder', 'parse_grounding_answer', 'random_text', 'random_program']
 
 # %% ../nbs/12_parse.ipynb #4b3228d4
 MAX_TEXT_CHARS = 50_000  # longest text read (a 512-token completion is ~2,000 characters)
@@ -72,6 +72,10 @@ def _repair_apostrophes(line: str) -> str:
     if safe_parse(textwrap.dedent(line)) is not None: return line
     fixed = _IN_WORD_APOSTROPHE.sub(lambda m: "\\'", line)
     return fixed if safe_parse(textwrap.dedent(fixed)) is not None else line
+
+def apostrophes_repairable(name: str) -> bool:
+    "True when `name` has apostrophes and all sit inside a word (`Hell's`): the ones the parser escapes itself."
+    return "'" in name and len(_IN_WORD_APOSTROPHE.findall(name)) == name.count("'")
 
 def code_statements(text: str,  # generated text: code, maybe with prose and fences around it
                     max_lines: int = 20,  # longest statement, in lines, while brackets stay open

@@ -211,3 +211,19 @@ def test_kbcoder_samples_decode_under_the_grammar():
     coder = KBCoder(backend, None, Variant(2), demos=[('what is x', ('JOIN', 'r', 'x'))], grammar=grammar)
     out, _, _ = coder.generate('what languages are spoken in jamaica')
     assert [d.grammar for d in backend.decodings] == [grammar, grammar] and all(c.constrained for _, c in out)
+
+
+def test_kg_names_in_every_quoting_the_parser_reads():
+    "A name with an apostrophe may be opened with either quote; the parser must read each form as that very name."
+    from kgqa_nb.grammar import KGVocabulary
+    names = ["Hell's Angels", 'Hell', 'Definitely, Maybe', "Comin' at Ya!", 'say "hi"']
+    vocab = KGVocabulary({'entity': sorted(names), 'concept': [], 'relation': ['directed_by']}, [])
+    ca = codealign_grammar(vocab)
+    from kgqa_nb.grammar import ArgRules
+    forms = ArgRules(Grammar(), 'python')
+    for name in names:
+        for form in forms.renderings(name):
+            text = f"expression_1 = FIND({form}, expression_1)\nexpression_1 = QUERYNAME(expression_1)\nexpression_1 = STOP(expression_1)"
+            assert ca.matches(text), form
+            assert parse_codealign(text)[0]['inputs'] == [name], form
+    assert not ca.matches("expression_1 = FIND('Comin' at Ya!', expression_1)\nexpression_1 = STOP(expression_1)")
