@@ -2,11 +2,13 @@
 import json
 from pathlib import Path
 import pytest
+from kgqa_nb.core import data_dir
 
 papermill = pytest.importorskip('papermill')
 NBS = Path(__file__).resolve().parents[1] / 'nbs'
 
 def test_generation_ser_smoke(tmp_path):
+    data_dir('kqapro/test.json'); data_dir('metaqa/kb.txt')  # no data: skipped outside CI (conftest)
     out = tmp_path / 'generation_ser.json'
     papermill.execute_notebook(str(NBS / 'generation_ser.ipynb'), str(tmp_path / 'generation_ser.ipynb'),
                                parameters={'model': 'fake', 'n_kqapro': 4, 'n_metaqa': 2, 'max_new_calls': 7,
