@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 import pytest
+from kgqa_nb.core import data_dir
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kgqa_nb import parse as P
@@ -110,7 +111,7 @@ def test_round_trip_all_gold_programs():
     for src, p in programs: round_trip(p, via_generation=not src.startswith('metaqa'))
 
 def test_metaqa_dev_is_covered():
-    pytest.importorskip('kgqa_nb.metaqa')
+    data_dir('metaqa/kb.txt')  # no data: skipped outside CI (conftest), a failure in CI
     counts = {}
     for src, _ in gold_programs(): counts[src] = counts.get(src, 0) + 1
     assert counts.get('metaqa-1', 0) > 9000 and counts.get('metaqa-3', 0) > 14000, counts
