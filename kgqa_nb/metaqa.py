@@ -10,9 +10,10 @@ from pathlib import Path
 from .core import KGQAError, data_dir
 
 # %% auto #0
-__all__ = ['TYPE_RELATION', 'PERSON_TYPES', 'MetaQAFormatError', 'parse_qa_line', 'read_qa_file', 'read_qtype_file',
-           'qtype_types', 'qtype_hops', 'exclude_topic_after', 'entity_set_program', 'path_program', 'gold_program',
-           'MetaQAQuestion', 'load_metaqa_split', 'execute_gold', 'is_path_program', 'execute_without_topic']
+__all__ = ['TYPE_RELATION', 'PERSON_TYPES', 'MINI_RELATIONS', 'MINI_TEMPLATES', 'MetaQAFormatError', 'parse_qa_line',
+           'read_qa_file', 'read_qtype_file', 'qtype_types', 'qtype_hops', 'exclude_topic_after', 'entity_set_program',
+           'path_program', 'gold_program', 'MetaQAQuestion', 'load_metaqa_split', 'execute_gold', 'is_path_program',
+           'execute_without_topic', 'demo_film_triples', 'write_mini_metaqa', 'mini_metaqa_dir']
 
 # %% ../nbs/05_metaqa.ipynb #66646aab
 class MetaQAFormatError(KGQAError, ValueError):
@@ -180,3 +181,93 @@ def execute_without_topic(executor,  # a `KoPLExecutor` over the MetaQA KB
         names = [n for n in _unique(executor.answer(path_program(names, [tuple(step['inputs'])]))) if n != topic]
         if not names: break
     return names
+
+# %% ../nbs/05_metaqa.ipynb #b111b43e
+MINI_RELATIONS = {'director': 'directed_by', 'cast member': 'starred_actors', 'genre': 'has_genre',
+                  'original language of film or TV show': 'in_language'}  # demo KB relation -> MetaQA relation
+
+def demo_film_triples(kb: dict | None = None,  # a KoPL KB dict; default: the shipped demo KB
+                     ) -> list[tuple[str, str, str]]:
+    "MetaQA-style (film, relation, value) triples for every film of a KoPL KB: MINI_RELATIONS plus release_year."
+    if kb is None:
+        from kgqa_nb.demo_kb import load_demo_kb
+        kb = load_demo_kb()
+    films = {cid for cid, c in kb['concepts'].items() if c['name'] == 'film'}
+    ents, triples = kb['entities'], []
+    for e in ents.values():
+        if not films & set(e['instanceOf']): continue
+        for a in e['attributes']:
+            if a['key'] == 'publication date': triples.append((e['name'], 'release_year', str(a['value']['value'])[:4]))
+        for r in e['relations']:
+            if r['direction'] == 'forward' and r['relation'] in MINI_RELATIONS:
+                triples.append((e['name'], MINI_RELATIONS[r['relation']], ents[r['object']]['name']))
+    return triples
+
+# %% ../nbs/05_metaqa.ipynb #b650206a
+MINI_TEMPLATES = {
+    1: {'movie_to_director': 'who directed [{}]', 'director_to_movie': 'what films did [{}] direct',
+        'movie_to_actor': 'who acted in [{}]', 'actor_to_movie': 'what films did [{}] act in',
+        'movie_to_year': 'when was [{}] released', 'movie_to_genre': 'what genre is [{}]',
+        'movie_to_language': 'what language is [{}] in'},
+    2: {'movie_to_director_to_movie': 'which movies have the same director of [{}]',
+        'movie_to_actor_to_movie': 'which movies share actors with [{}]',
+        'actor_to_movie_to_director': 'who directed the movies starred by [{}]',
+        'director_to_movie_to_year': 'when did the movies directed by [{}] release',
+        'director_to_movie_to_genre': 'what genres are the movies directed by [{}]',
+        'actor_to_movie_to_actor': 'who co-starred with [{}]'},
+    3: {'movie_to_director_to_movie_to_actor': 'who acted in the movies directed by the director of [{}]',
+        'movie_to_actor_to_movie_to_director': 'who directed the movies that share actors with [{}]',
+        'director_to_movie_to_actor_to_movie': 'what movies star the actors of the films directed by [{}]',
+        'movie_to_director_to_movie_to_year': 'when were the movies by the director of [{}] released',
+        'actor_to_movie_to_director_to_movie': 'what films did the directors of [{}] films direct'},
+}
+
+def _write_lines(path: Path, lines: list[str]):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(''.join(line + '\n' for line in lines), encoding='utf-8')
+
+def _topics_by_type(triples: list[tuple[str, str, str]]) -> dict[str, list[str]]:
+    "Candidate topics of each entity type: films, and the people and values they point to."
+    kinds = {'movie': sorted({h for h, _, _ in triples})}
+    for t, rel in TYPE_RELATION.items():
+        kinds[t] = sorted({v for _, r, v in triples if r == rel})
+    return kinds
+
+# %% ../nbs/05_metaqa.ipynb #4f360765
+def write_mini_metaqa(folder: str | Path,  # where to write kb.txt and {1,2,3}-hop/qa_{dev,train}[_qtype].txt
+                      per_qtype: int = 6,  # questions per question type and split (at most)
+                      seed: int = 0,  # which topics each split gets
+                      kb: dict | None = None,  # a KoPL KB dict with films; default: the demo KB
+                     ) -> Path:
+    "A MetaQA-format folder built from the demo KB's films, with gold answers; returns the folder."
+    import random
+    from kgqa_nb.kg import load_kb
+    from kgqa_nb.executor import KoPLExecutor
+    folder = Path(folder)
+    triples = demo_film_triples(kb)
+    _write_lines(folder/'kb.txt', [f'{h}|{r}|{t}' for h, r, t in triples])
+    executor = KoPLExecutor(load_kb(folder/'kb.txt'))
+    topics, rng = _topics_by_type(triples), random.Random(seed)
+    for hop, templates in MINI_TEMPLATES.items():
+        rows = {'dev': [], 'train': []}
+        for qtype, template in templates.items():
+            pool, counts = list(topics[qtype_types(qtype)[0]]), {'dev': 0, 'train': 0}
+            rng.shuffle(pool)
+            for i, topic in enumerate(pool):
+                split = ('dev', 'train')[i % 2]
+                if counts[split] == per_qtype: continue
+                q = MetaQAQuestion(template.format(topic), topic, [], qtype, gold_program(topic, qtype),
+                                   exclude_topic_after(qtype), hop)
+                answers = execute_gold(executor, q)
+                if answers: rows[split].append((q.question, answers, qtype)); counts[split] += 1
+        for split, rs in rows.items():
+            _write_lines(folder/f'{hop}-hop'/f'qa_{split}.txt', [f"{q}\t{'|'.join(a)}" for q, a, _ in rs])
+            _write_lines(folder/f'{hop}-hop'/f'qa_{split}_qtype.txt', [qt for _, _, qt in rs])
+    return folder
+
+def mini_metaqa_dir() -> Path:
+    "The mini MetaQA folder in the cache (`cache_dir('mini_metaqa')`), written on first use."
+    from kgqa_nb.core import cache_dir
+    folder = cache_dir('mini_metaqa')
+    if not (folder/'3-hop'/'qa_train_qtype.txt').exists(): write_mini_metaqa(folder)
+    return folder

@@ -45,12 +45,13 @@ def metaqa_questions(hops: Sequence[int] = (1, 2, 3),  # which hop splits
                      n_per_hop: int = 100,  # questions per hop (a seeded sample)
                      seed: int = 0,  # sample seed: hop h uses `random.Random(seed + h)`
                      split: str = 'dev',  # 'dev' (or 'test' where the files exist)
+                     root: str | Path | None = None,  # a MetaQA-format folder (default: the data folder's `metaqa`)
                     ) -> list[Question]:
     "A seeded sample of MetaQA questions, the same for every system measured with the same seed."
     from kgqa_nb.metaqa import load_metaqa_split
     out = []
     for hop in hops:
-        rows = load_metaqa_split(hop, split)
+        rows = load_metaqa_split(hop, split, root)
         for i in sorted(random.Random(seed + hop).sample(range(len(rows)), min(n_per_hop, len(rows)))):
             q = rows[i]
             out.append(Question(f'metaqa-{hop}hop-{split}-{q.line}', q.question, list(q.answers), q.program, f'metaqa-{hop}hop'))
@@ -438,11 +439,12 @@ def metaqa_execute(executor: KoPLExecutor, program: list, q: Question, linked) -
 def metaqa_demo_pool(exclude: Sequence[str] = (),  # question texts to leave out (the evaluated ones)
                      hops: Sequence[int] = (1, 2, 3),
                      split: str = 'dev',
+                     root: str | Path | None = None,  # a MetaQA-format folder (default: the data folder's `metaqa`)
                     ) -> dict:
     "MetaQA questions with gold programs, by hop, as demonstration records (evaluated questions removed)."
     from kgqa_nb.metaqa import load_metaqa_split
     skip = set(exclude)
-    return {hop: [q for q in load_metaqa_split(hop, split) if q.program and q.question not in skip] for hop in hops}
+    return {hop: [q for q in load_metaqa_split(hop, split, root) if q.program and q.question not in skip] for hop in hops}
 
 def metaqa_fixed_demos(pool: dict,  # from `metaqa_demo_pool`
                        n: int = 10,  # |D|
@@ -471,15 +473,16 @@ def metaqa_stages(backend: LLMBackend,  # the LLM
                   seed: int = 0,
                   grounding: bool = True,  # build the grounder (opens, or builds once, the KG's ChromaDB index)
                   theta: float = 0.5,  # facts threshold
+                  root: str | Path | None = None,  # a MetaQA-format folder (default: the data folder's `metaqa`)
                  ) -> Stages:
-    "The stages of a MetaQA run."
+    "The stages of a MetaQA run (on the real MetaQA, or any folder in its layout such as `metaqa.mini_metaqa_dir()`)."
     from kgqa_nb.core import data_dir
     from kgqa_nb.kg import load_kb
     from kgqa_nb.facts import FactsExtractor
     from kgqa_nb.linking import link_metaqa
     from kgqa_nb.demos import DemoIndex, coverage_pool
-    kg = load_kb(data_dir('metaqa/kb.txt'))
-    pool = metaqa_demo_pool(exclude)
+    kg = load_kb(Path(root)/'kb.txt' if root is not None else data_dir('metaqa/kb.txt'))
+    pool = metaqa_demo_pool(exclude, root=root)
     demos = metaqa_fixed_demos(pool, n_demos, seed)
     index_pool = coverage_pool([q for h in sorted(pool) for q in pool[h]], pool_size, seed=seed)
     grounder = None
