@@ -22,11 +22,11 @@ __all__ = ['KQAPRO_NEEDED', 'FAKE_PROGRAM', 'REPORT_SECTIONS', 'ABLATION_COLUMNS
            'experiment_backend', 'write_table', 'group_bar_chart', 'latency_chart', 'reproduction_lines', 'md_table',
            'flat_scalars', 'read_run', 'read_metaqa_pipelines', 'read_generation_ser', 'read_bench_executor',
            'read_facts', 'read_bench_complex', 'read_nskgqa', 'read_generic', 'read_metaqa_kbcoder',
-           'read_kbcoder_head_to_head', 'read_webqsp_fer', 'read_run_webqsp', 'read_ablations', 'report_section',
-           'write_report', 'ablation_row', 'config_records', 'pipeline_ablation', 'pipeline_ablation_rows',
-           'nskgqa_setting_rows', 'nskgqa_ablation_rows', 'dual_kge_ablation_rows', 'ablation_table', 'ablation_chart',
-           'ablation_summary', 'common_questions', 'constraint_counts', 'constrained_rows', 'accuracy_ser_chart',
-           'read_constrained']
+           'read_kbcoder_head_to_head', 'read_kbcoder_like_for_like', 'read_webqsp_fer', 'read_run_webqsp',
+           'read_ablations', 'report_section', 'write_report', 'ablation_row', 'config_records', 'pipeline_ablation',
+           'pipeline_ablation_rows', 'nskgqa_setting_rows', 'nskgqa_ablation_rows', 'dual_kge_ablation_rows',
+           'ablation_table', 'ablation_chart', 'ablation_summary', 'common_questions', 'constraint_counts',
+           'constrained_rows', 'accuracy_ser_chart', 'read_constrained', 'hits_by_dataset', 'like_for_like_rows']
 
 # %% ../nbs/19_experiments.ipynb #cb77e7d0
 class ExperimentError(KGQAError, ValueError):
@@ -278,7 +278,8 @@ def read_facts(d: dict) -> tuple[list[dict], dict]:
     return rows, dict(data=f"MetaQA {p.get('split', 'dev')} ({p.get('n_per_hop')} per hop)", model=p.get('model'), linking=p.get('mode'))
 
 def read_bench_complex(d: dict) -> tuple[list[dict], dict]:
-    rows = [{k: r.get(k) for k in ('dataset', 'system', 'mrr', 'hits1', 'hits10', 'seconds')} for r in d.get('link_prediction') or []]
+    rows = [{**{k: r.get(k) for k in ('dataset', 'system', 'mrr', 'hits1', 'hits10', 'seconds')},
+             'system': r.get('system', '') + (f" ({r['setting']})" if r.get('setting') else '')} for r in d.get('link_prediction') or []]
     if isinstance(d.get('metaqa'), dict):
         m = d['metaqa']; rows.append({'dataset': 'MetaQA KB', 'system': 'kgqa_nb', 'mrr': m.get('mrr'), 'hits1': m.get('hits1'), 'hits10': m.get('hits10'), 'seconds': m.get('train_seconds')})
     return rows, dict(data='UMLS/Kinships/Nations/MetaQA KB', model='ComplEx (no LLM)', linking='n/a')
@@ -322,6 +323,12 @@ def read_kbcoder_head_to_head(d: dict) -> tuple[list[dict], dict]:
     labels = read_metaqa_kbcoder(d)[1]
     return rows, dict(labels, data=labels['data'] + '; each pair on the questions both answered')
 
+def read_kbcoder_like_for_like(d: dict) -> tuple[list[dict], dict]:
+    "run_kbcoder's like-for-like rows in outputs/metaqa_kbcoder.json: each system with fixed and with retrieved demonstrations."
+    part = d.get('like_for_like') or {}
+    labels = read_metaqa_kbcoder(d)[1]
+    return list(part.get('rows') or []), dict(labels, data=part.get('about') or labels['data'])
+
 def read_webqsp_fer(d: dict) -> tuple[list[dict], dict]:
     "run_kbcoder's outputs/webqsp_fer.json: FER per variant (generation only)."
     rows = [{'variant': name, 'n': (run.get('summary') or {}).get('n'), 'FER %': (run.get('summary') or {}).get('fer_percent'),
@@ -355,6 +362,8 @@ REPORT_SECTIONS = [
     ('metaqa_kbcoder.json', 'MetaQA: KB-Coder (run_kbcoder)', read_metaqa_kbcoder, []),
     ('metaqa_kbcoder.json', 'MetaQA: CodeAlignKGQA against KB-Coder, same questions (run_kbcoder)', read_kbcoder_head_to_head,
      ['kbcoder/head_to_head.png']),
+    ('metaqa_kbcoder.json', 'MetaQA: CodeAlignKGQA and KB-Coder like for like, fixed and retrieved demonstrations (run_kbcoder)',
+     read_kbcoder_like_for_like, []),
     ('webqsp_fer.json', 'WebQSP: format error rate (run_kbcoder)', read_webqsp_fer, []),
     ('run_webqsp/kbcoder/metrics.json', 'WebQSP: KB-Coder format error rate, generation only (run_webqsp)', read_run_webqsp,
      ['run_webqsp/kbcoder/error_types.png']),
@@ -634,7 +643,7 @@ def constrained_rows(records: dict,  # configuration name -> KQA Pro-rescored re
                          invalid_after_correction=f['invalid_after_correction'],
                          empty_answers=f['empty_answers'], seconds=f['seconds'], llm_calls=f['llm_calls'],
                          prompt_tokens=f['prompt_tokens'], completion_tokens=f['completion_tokens'],
-                         **constraint_counts(rs)))
+                         llm_tokens=round(f['prompt_tokens'] + f['completion_tokens'], 1), **constraint_counts(rs)))
     if any(incomplete(f) for f in figures):  # only when a question crashed, so other tables stay as they were
         for row, f in zip(rows, figures): row.update(question_counts(f))
     return rows
@@ -668,3 +677,28 @@ def read_constrained(d: dict) -> tuple[list[dict], dict]:
     if h: rows.append({'config': 'headline: ' + str(h.get('config')), 'n': h.get('demo_n'),
                        'accuracy': h.get('demo_accuracy'), 'ser': h.get('demo_ser'), 'seconds': h.get('seconds_per_question')})
     return rows, dict(data=demo.get('data'), model=d.get('model'), linking=d.get('linking'))
+
+# %% ../nbs/19_experiments.ipynb #54891e83
+def hits_by_dataset(records: Sequence[dict],  # per-question records with `id`, `dataset` and `hit`
+                    ids: set | None = None,  # keep only these question ids (None: all)
+                   ) -> dict:
+    "Hits@1 in percent per dataset and over all, with the question count."
+    rs = [r for r in records if ids is None or r['id'] in ids]
+    out = {}
+    for ds in sorted({r['dataset'] for r in rs}) + ['all']:
+        hits = [float(r.get('hit') or 0) for r in rs if ds == 'all' or r['dataset'] == ds]
+        out[ds] = dict(n=len(hits), hits_at_1=round(100 * sum(hits) / len(hits), 2) if hits else None)
+    return out
+
+def like_for_like_rows(runs: list[dict],  # dicts: system, demonstrations, per_prompt, source, and records or by_dataset
+                       ids: set,  # the question ids every row is measured on
+                      ) -> list[dict]:
+    "One row per run: Hits@1 per dataset on `ids` (from `records`), or a given `by_dataset` from a summary table."
+    rows = []
+    for run in runs:
+        by = hits_by_dataset(run['records'], ids) if 'records' in run else run['by_dataset']
+        if by['all']['n'] != len(ids):
+            raise ExperimentError(f"{run['system']} ({run['demonstrations']}): {by['all']['n']} of {len(ids)} questions")
+        rows.append(dict(system=run['system'], demonstrations=run['demonstrations'], per_prompt=run['per_prompt'],
+                         n=by['all']['n'], **{ds: f['hits_at_1'] for ds, f in by.items()}, source=run['source']))
+    return rows
