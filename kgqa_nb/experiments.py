@@ -26,7 +26,8 @@ __all__ = ['KQAPRO_NEEDED', 'FAKE_PROGRAM', 'REPORT_SECTIONS', 'ABLATION_COLUMNS
            'read_ablations', 'report_section', 'write_report', 'ablation_row', 'config_records', 'pipeline_ablation',
            'pipeline_ablation_rows', 'nskgqa_setting_rows', 'nskgqa_ablation_rows', 'dual_kge_ablation_rows',
            'ablation_table', 'ablation_chart', 'ablation_summary', 'common_questions', 'constraint_counts',
-           'constrained_rows', 'accuracy_ser_chart', 'read_constrained', 'hits_by_dataset', 'like_for_like_rows']
+           'constrained_rows', 'accuracy_ser_chart', 'read_constrained', 'read_constrained_elsewhere',
+           'hits_by_dataset', 'like_for_like_rows']
 
 # %% ../nbs/19_experiments.ipynb #cb77e7d0
 class ExperimentError(KGQAError, ValueError):
@@ -355,6 +356,8 @@ def read_ablations(d: dict) -> tuple[list[dict], dict]:
 REPORT_SECTIONS = [
     ('constrained.json', 'Grammar-constrained generation: demo benchmark (constrained)', lambda d: read_constrained(d),
      ['constrained/accuracy_ser.png']),
+    ('constrained.json', 'Grammar-constrained generation: KQA Pro test, MetaQA, WebQSP (constrained)',
+     lambda d: read_constrained_elsewhere(d), []),
     ('run_kqapro/metrics.json', 'KQA Pro: the main job (run_kqapro)', read_run, ['run_kqapro/by_category.png', 'run_kqapro/latency.png']),
     ('run_metaqa/metrics.json', 'MetaQA run (run_metaqa)', read_run, ['run_metaqa/by_hop.png', 'run_metaqa/latency.png']),
     ('metaqa_pipelines.json', 'MetaQA: CodeAlignKGQA, ablations and SymKGQA (metaqa_pipelines)', read_metaqa_pipelines,
@@ -677,6 +680,25 @@ def read_constrained(d: dict) -> tuple[list[dict], dict]:
     if h: rows.append({'config': 'headline: ' + str(h.get('config')), 'n': h.get('demo_n'),
                        'accuracy': h.get('demo_accuracy'), 'ser': h.get('demo_ser'), 'seconds': h.get('seconds_per_question')})
     return rows, dict(data=demo.get('data'), model=d.get('model'), linking=d.get('linking'))
+
+def read_constrained_elsewhere(d: dict) -> tuple[list[dict], dict]:
+    "constrained.json beyond the demo benchmark: KQA Pro test SER, MetaQA Hits@1 of the constrained default, WebQSP."
+    rows, k = [], d.get('kqapro_test') or {}
+    if k:
+        rows.append({'data': 'KQA Pro test (generation only)', 'run': f"constrain={k.get('constrain')}", 'n': k.get('n'),
+                     'SER / FER %': k.get('ser')})
+        off = k.get('off_same_questions') or {}
+        if off: rows.append({'data': 'KQA Pro test (generation only)', 'run': 'constrain=off, same questions',
+                             'n': off.get('n'), 'SER / FER %': off.get('ser')})
+    m = d.get('metaqa') or {}
+    for ds, hits in (m.get('hits_at_1') or {}).items():
+        rows.append({'data': f'MetaQA dev {ds}', 'run': m.get('config'), 'n': m.get('questions') if ds == 'all' else None,
+                     'Hits@1 %': hits, 'SER / FER %': m.get('ser') if ds == 'all' else None})
+    for r in d.get('webqsp') or []:
+        rows.append({'data': 'WebQSP test (generation only)', 'run': f"{r['system']}, constrain={r['constrain']}", 'n': r['n'],
+                     'SER / FER %': r['error_rate'], 's/question': r['seconds']})
+    return rows, dict(data='KQA Pro test, MetaQA dev, WebQSP test', model=d.get('model'), linking=d.get('linking'))
+
 
 # %% ../nbs/19_experiments.ipynb #54891e83
 def hits_by_dataset(records: Sequence[dict],  # per-question records with `id`, `dataset` and `hit`

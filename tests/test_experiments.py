@@ -135,3 +135,4 @@ def test_constrained_smoke(tmp_path):
     assert [r['n'] for r in d['demo']['rows']] == [3, 3, 3] and (out / 'accuracy_ser.png').exists()
     assert d['headline']['demo_n'] == 3 and d['kqapro_test'] is None and d['metaqa']['hits_at_1'] is None
     assert {r['format'] for r in d['grammar_build']['grammars']} == {'codealign', 'symkgqa', 'kbcoder'}
+    assert {(r['system'], r['constrain']) for r in d['webqsp']} >= {('codealign', 'off'), ('kbcoder', 'off')}  # committed runs
