@@ -130,9 +130,10 @@ def test_constrained_smoke(tmp_path):
     out = tmp_path / 'constrained'
     run_nb('constrained.ipynb', tmp_path / 'c.ipynb', model='fake', n_questions=3, overhead_n=0, pool_size=30,
            configs=['manual_demos', 'manual_demos_kg', 'codealign_syntax'], out_dir=str(out), data_dir=str(tmp_path),
-           kqapro_test_ser=str(tmp_path / 'none.json'), metaqa_runs={})
+           kqapro_test_ser=str(tmp_path / 'none.json'), metaqa_runs={}, json_path=str(tmp_path / 'constrained.json'))
     d = json.loads((tmp_path / 'constrained.json').read_text())
     assert [r['n'] for r in d['demo']['rows']] == [3, 3, 3] and (out / 'accuracy_ser.png').exists()
     assert d['headline']['demo_n'] == 3 and d['kqapro_test'] is None and d['metaqa']['hits_at_1'] is None
     assert {r['format'] for r in d['grammar_build']['grammars']} == {'codealign', 'symkgqa', 'kbcoder'}
     assert {(r['system'], r['constrain']) for r in d['webqsp']} >= {('codealign', 'off'), ('kbcoder', 'off')}  # committed runs
+
