@@ -20,7 +20,7 @@ from .core import progress_bar
 from .core import KGQAError, data_dir, package_data, read_jsonl, open_jsonl_append
 from .embed import Embedder, element_text, kg_elements
 from .evaluate import wilson_interval
-from .llm import Completion, Decoding, LLMBackend
+from .llm import Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error
 from .parse import PARSE_ERRORS, parse_generation, parse_kbcoder
 from .prompts import Demo, PromptParts, codealign_prompt, kbcoder_prompt
 from .sexpr import (SExprError, Mention, mentions, substitute, validate_sexpr, sexpr_to_text, read_sexpr,
@@ -464,15 +464,21 @@ def resume_jsonl(path: str | Path,  # the JSONL file (appended to)
                  make_record: Callable,  # (item, key) -> record (with `settings` and the key field)
                  key: str = 'idx',  # the record field holding the key
                  max_new: int | None = None,  # make at most this many new records (None: all)
+                 concurrency: int = 1,  # items in flight at once (`kgqa_nb.llm.run_concurrently`; a served model)
                 ) -> tuple[list[dict], int]:
     "(records of `items` in order, number made now): only items without a record of these settings are done, each written as soon as it is made."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     done, new = done_records(path, settings, key), 0
     todo = [(k, item) for k, item in items if k not in done][:max_new]
-    with open_jsonl_append(path) as out:
-        for k, item in progress_bar(todo, desc=path.stem, disable=not todo):
-            done[k] = make_record(item, k); new += 1
-            out.write(json.dumps(done[k], ensure_ascii=False) + '\n'); out.flush()
+    bar = progress_bar(total=len(todo), desc=path.stem, unit='q', disable=not todo)
+    with open_jsonl_append(path) as out, bar:
+        def keep(pair: tuple, rec: dict):  # in this thread, as each item finishes
+            nonlocal new
+            done[pair[0]], new = rec, new + 1
+            out.write(json.dumps(rec, ensure_ascii=False) + '\n'); out.flush()
+            bar.update(1); rate_postfix(bar)
+        try: run_concurrently(todo, lambda pair: make_record(pair[1], pair[0]), keep, concurrency)
+        except LLMError as e: raise stopped_run_error(e, new, len(todo), path) from e
     return [done[k] for k, _ in items if k in done], new
 
 def webqsp_kopl_demos(path: str | Path | None = None,  # the demonstrations file (default: the shipped one)

@@ -4,9 +4,10 @@
 
 # %% ../nbs/10_llm.ipynb #14a9f47c
 from __future__ import annotations
-import atexit, contextlib, hashlib, importlib, importlib.util, io, json, logging, os, re, shutil, sqlite3, sys, tempfile
-import threading, time, urllib.error, urllib.request, warnings, weakref
-from concurrent.futures import ThreadPoolExecutor
+import atexit, contextlib, email.utils, hashlib, importlib, importlib.util, io, json, logging, math, os, random, re
+import shutil, sqlite3, sys, tempfile, threading, time, urllib.error, urllib.request, warnings, weakref
+from collections import Counter, deque
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -15,15 +16,16 @@ import numpy as np
 from .core import KGQAError
 
 # %% auto #0
-__all__ = ['BASE_URL_VARS', 'API_KEY_VARS', 'MODEL_VAR', 'GRAMMAR_API_VARS', 'GRAMMAR_APIS', 'GRAMMAR_FALLBACKS', 'SMOLLM2_FILE',
-           'QWEN_CODER_FILE', 'QWEN_CODER_PARTS', 'LOCAL_MODELS', 'GRAMMAR_ENGINES', 'LLGUIDANCE_PIP',
+__all__ = ['BASE_URL_VARS', 'API_KEY_VARS', 'MODEL_VAR', 'GRAMMAR_API_VARS', 'GRAMMAR_APIS', 'GRAMMAR_FALLBACKS', 'RETRY_STATUS',
+           'SMOLLM2_FILE', 'QWEN_CODER_FILE', 'QWEN_CODER_PARTS', 'LOCAL_MODELS', 'GRAMMAR_ENGINES', 'LLGUIDANCE_PIP',
            'LLGUIDANCE_STEP_LEXER_FUEL', 'GRAMMAR_CACHE_SIZE', 'PRESETS', 'DEFAULT_PRESET', 'LLMError',
-           'LLMUnavailableError', 'LLMCallError', 'ConstraintUnsupportedError', 'Decoding', 'Completion', 'LLMBackend',
-           'usage_summary', 'FakeBackend', 'default_cache_path', 'ResponseCache', 'CachedBackend', 'first_env',
-           'resolve_grammar_api', 'import_or_explain', 'check_server', 'OpenAIBackend', 'assemble_parts', 'package_dir',
-           'smollm2_path', 'qwen_coder_path', 'local_model_path', 'resolve_engine', 'llguidance_error_summary',
-           'LLGuidanceMask', 'captured_stderr', 'gbnf_error_summary', 'close_local_models', 'LlamaCppBackend', 'Preset',
-           'get_backend']
+           'LLMUnavailableError', 'LLMCallError', 'ConstraintUnsupportedError', 'Decoding', 'Completion', 'StageLock',
+           'waiting_for_model', 'LLMBackend', 'usage_summary', 'FakeBackend', 'default_cache_path', 'ResponseCache',
+           'CachedBackend', 'first_env', 'resolve_grammar_api', 'import_or_explain', 'check_server',
+           'retry_after_seconds', 'backoff_delay', 'RateLimiter', 'OpenAIBackend', 'run_concurrently', 'rate_postfix',
+           'stopped_run_error', 'assemble_parts', 'package_dir', 'smollm2_path', 'qwen_coder_path', 'local_model_path',
+           'resolve_engine', 'llguidance_error_summary', 'LLGuidanceMask', 'captured_stderr', 'gbnf_error_summary',
+           'close_local_models', 'LlamaCppBackend', 'Preset', 'get_backend']
 
 # %% ../nbs/10_llm.ipynb #e1ddb42c
 class LLMError(KGQAError):
@@ -99,6 +101,37 @@ class Completion:
         "The part of `seconds` spent generating (None when the split is unknown)."
         return None if self.prompt_seconds is None else max(0.0, self.seconds - self.prompt_seconds)
 
+# %% ../nbs/10_llm.ipynb #2d2366c7
+_HELD = threading.local()  # the StageLock this thread holds while it works, if any
+
+class StageLock:
+    "One lock for the stages that are not thread-safe, held by a worker except while it waits for an LLM."
+    def __init__(self): self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def held(self):
+        "Hold the lock in this thread for a whole work item (not re-entrant); LLM calls inside give it up meanwhile."
+        self._lock.acquire()
+        _HELD.lock = self
+        try: yield self
+        finally:
+            _HELD.lock = None
+            self._lock.release()
+
+@contextlib.contextmanager
+def waiting_for_model():
+    "Give up this thread's `StageLock`, if it holds one, until the block ends (nested uses do nothing)."
+    lock = getattr(_HELD, 'lock', None)
+    if lock is None:
+        yield
+        return
+    _HELD.lock = None
+    lock._lock.release()
+    try: yield
+    finally:
+        lock._lock.acquire()
+        _HELD.lock = lock
+
 # %% ../nbs/10_llm.ipynb #b66b4048
 class LLMBackend:
     "Base class: subclasses implement `_complete(prompt, decoding)`; calls are recorded in `records`."
@@ -117,7 +150,7 @@ class LLMBackend:
                  decoding: Decoding | None = None,  # default: greedy, 256 tokens
                 ) -> Completion:
         "Complete one prompt."
-        c = self._complete(prompt, decoding or Decoding())
+        with waiting_for_model(): c = self._complete(prompt, decoding or Decoding())
         with self._records_lock: self.records.append(c)
         return c
 
@@ -128,7 +161,7 @@ class LLMBackend:
         "Complete many prompts, several at once where the backend allows; results in input order."
         workers = max_workers or self.max_workers
         if workers <= 1 or len(prompts) <= 1: return [self.complete(p, decoding) for p in prompts]
-        with ThreadPoolExecutor(min(workers, len(prompts))) as pool:
+        with waiting_for_model(), ThreadPoolExecutor(min(workers, len(prompts))) as pool:
             return list(pool.map(lambda p: self.complete(p, decoding), prompts))
 
 # %% ../nbs/10_llm.ipynb #d87b0e33
@@ -343,6 +376,86 @@ def check_server(base_url: str,  # e.g. http://127.0.0.1:8000/v1
         reason = getattr(e, 'reason', e)
         raise LLMUnavailableError(f'No LLM server answers at {url} ({reason}). {hint}') from None
 
+# %% ../nbs/10_llm.ipynb #7075c1f0
+RETRY_STATUS = (408, 409, 429)  # HTTP statuses retried besides every 5xx (the openai client's own choice)
+
+def retry_after_seconds(headers,  # a response's headers (case-insensitive mapping, e.g. httpx.Headers) or None
+                       ) -> float | None:
+    "The seconds a response asks the client to wait (`retry-after-ms`, or `Retry-After` in seconds or as a date)."
+    if not headers: return None
+    ms = headers.get('retry-after-ms')
+    if ms:
+        try: return max(0.0, float(ms) / 1000)
+        except ValueError: pass
+    value = headers.get('retry-after')
+    if not value: return None
+    try: return max(0.0, float(value))
+    except ValueError: pass
+    try: return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError, OverflowError): return None
+
+def backoff_delay(attempt: int,  # 0 before the first retry, 1 before the second, ...
+                  backoff: float = 1.0,  # seconds before the first retry
+                  max_backoff: float = 60.0,  # no wait is longer
+                  jitter: float = 0.5,  # random share taken off (exponential) or added (Retry-After), 0 to 1
+                  rng: random.Random | None = None,  # the random source (default: the module's)
+                  retry_after: float | None = None,  # what the server asked for, if anything
+                 ) -> float:
+    "Seconds to wait before a retry: jittered exponential backoff, or at least the server's Retry-After."
+    r = (rng or random).random()
+    if retry_after is not None: return min(max_backoff, retry_after * (1 + jitter * r))
+    return min(max_backoff, backoff * 2 ** attempt) * (1 - jitter * r)
+
+class RateLimiter:
+    "At most so many requests and tokens in any `window` seconds (a sliding window), shared by all threads."
+    def __init__(self, requests_per_minute: float | None = None,  # None: no limit
+                 tokens_per_minute: float | None = None,  # prompt plus completion tokens; None: no limit
+                 window: float = 60.0,  # the window's length in seconds (a minute; tests shorten it)
+                 clock: Callable[[], float] = time.monotonic,  # the time source
+                 sleep: Callable[[float], None] = time.sleep,  # how to wait
+                ):
+        for name, v in (('requests_per_minute', requests_per_minute), ('tokens_per_minute', tokens_per_minute)):
+            if v is not None and v < 1: raise ValueError(f'{name} must be at least 1 or None, got {v}')
+        self.rpm = None if requests_per_minute is None else math.floor(requests_per_minute)
+        self.tpm, self.window, self.clock, self.sleep = tokens_per_minute, window, clock, sleep
+        self._events: deque = deque()  # [start time, tokens] of each request in the window, oldest first
+        self._lock = threading.Lock()
+        self.waited = 0.0  # seconds callers were held back, in all
+
+    def _delay(self, now: float, tokens: int) -> float:
+        ev = self._events
+        while ev and ev[0][0] <= now - self.window: ev.popleft()
+        wait = 0.0
+        if self.rpm is not None and len(ev) >= self.rpm: wait = ev[len(ev) - self.rpm][0] + self.window - now
+        if self.tpm is not None:
+            excess = sum(e[1] for e in ev) + tokens - self.tpm
+            for t, k in (ev if excess > 0 else ()):  # wait for the oldest requests whose tokens make room
+                excess -= k
+                if excess <= 0: wait = max(wait, t + self.window - now); break
+            else:  # even an empty window is too small: wait for it to empty, then send alone
+                if excess > 0 and ev: wait = max(wait, ev[-1][0] + self.window - now)
+        return wait
+
+    def acquire(self, tokens: int = 0,  # the request's estimated tokens
+               ) -> list:
+        "Wait until one more request of `tokens` fits, and count it; returns its entry for `settle`."
+        while True:
+            with self._lock:
+                now = self.clock()
+                wait = self._delay(now, tokens)
+                if wait <= 0:
+                    entry = [now, tokens]
+                    self._events.append(entry)
+                    return entry
+            self.waited += wait
+            self.sleep(wait)
+
+    def settle(self, entry: list,  # from `acquire`
+               tokens: int,  # the real count, from the answer's usage
+              ):
+        "Replace a request's estimated tokens by the real count."
+        with self._lock: entry[1] = tokens
+
 # %% ../nbs/10_llm.ipynb #8083936b
 class OpenAIBackend(LLMBackend):
     "A model behind an OpenAI-compatible HTTP server (vLLM, Ollama, llama.cpp server, OpenAI, ...)."
@@ -351,8 +464,12 @@ class OpenAIBackend(LLMBackend):
                  api_key: str | None = None,  # default: first set variable of `api_key_vars`, else 'EMPTY'
                  mode: str = 'completions',  # 'completions' sends the raw prompt, 'chat' one user message
                  timeout: float = 120.0,  # seconds allowed for one request
-                 retries: int = 3,  # further attempts after a transient failure (connection, 429, 5xx)
-                 backoff: float = 1.0,  # seconds before the first retry; doubles each time
+                 retries: int = 5,  # further attempts after a transient failure (connection, timeout, 408/409/429, 5xx)
+                 backoff: float = 1.0,  # seconds before the first retry; doubles each time (see `backoff_delay`)
+                 max_backoff: float = 60.0,  # the longest wait between attempts, Retry-After included
+                 jitter: float = 0.5,  # random share of each wait (0: none): workers refused together spread out
+                 requests_per_minute: float | None = None,  # client-side limit (hosted APIs publish theirs); None: none
+                 tokens_per_minute: float | None = None,  # client-side limit on prompt + completion tokens; None: none
                  max_workers: int = 8,  # requests in flight at once in `complete_many`
                  connect_timeout: float = 3.0,  # seconds for the reachability check
                  check: bool = True,  # check the server answers before the first request
@@ -382,6 +499,11 @@ class OpenAIBackend(LLMBackend):
         if require_api_key and not key:
             raise LLMUnavailableError(f'No API key for {self.base_url}: set {" or ".join(api_key_vars)}, or pass api_key=.')
         self.mode, self.retries, self.backoff, self.max_workers = mode, retries, backoff, max_workers
+        self.max_backoff, self.jitter, self.timeout = max_backoff, jitter, timeout
+        self.limiter = RateLimiter(requests_per_minute, tokens_per_minute) \
+            if requests_per_minute is not None or tokens_per_minute is not None else None
+        self.retried: Counter = Counter()  # retries made, by cause ('429', '503', 'timeout', 'connection', ...)
+        self._rng, self._sleep, self._retry_lock = random.Random(), time.sleep, threading.Lock()
         source = {'base_url': 'the base_url argument', None: 'the preset\'s default'}.get(var, var)
         if check: check_server(self.base_url, f'(The URL came from {source}.) {self.hint}', connect_timeout)
         self.client = openai.OpenAI(base_url=self.base_url, api_key=key or 'EMPTY', timeout=timeout, max_retries=0)
@@ -392,20 +514,40 @@ class OpenAIBackend(LLMBackend):
         if not models: raise LLMUnavailableError(f'{self.base_url} serves no model; pass model= or set {MODEL_VAR}.')
         return models[0].id
 
-    def _request(self, send: Callable):
-        "Call `send()`, retrying transient failures with exponential backoff."
+    def _request(self, send: Callable,  # makes one request
+                 tokens: int = 0,  # its estimated tokens, for the rate limiter
+                ):
+        "Call `send()` within the rate limits, retrying transient failures after `backoff_delay`."
         import openai
         last = None
         for attempt in range(self.retries + 1):
-            try: return send()
-            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as e: last = e
+            slot, asked = self.limiter.acquire(tokens) if self.limiter else None, None
+            try:
+                r = send()
+                u = getattr(r, 'usage', None)
+                if slot is not None and u is not None:
+                    self.limiter.settle(slot, (u.prompt_tokens or 0) + (getattr(u, 'completion_tokens', 0) or 0))
+                return r
+            except openai.APITimeoutError as e: last, cause = e, 'timeout'
+            except openai.APIConnectionError as e: last, cause = e, 'connection'
             except openai.APIStatusError as e:
-                raise LLMCallError(f'{self.base_url} refused the request (HTTP {e.status_code}): {e.message}') from e
-            if attempt < self.retries: time.sleep(self.backoff * 2 ** attempt)
+                if e.status_code < 500 and e.status_code not in RETRY_STATUS:
+                    raise LLMCallError(f'{self.base_url} refused the request (HTTP {e.status_code}): '
+                                       f'{e.message}') from e
+                last, cause, asked = e, str(e.status_code), retry_after_seconds(e.response.headers)
+            if attempt < self.retries:
+                with self._retry_lock: self.retried[cause] += 1
+                self._sleep(backoff_delay(attempt, self.backoff, self.max_backoff, self.jitter, self._rng, asked))
+        n = self.retries + 1
+        if isinstance(last, openai.APITimeoutError):
+            raise LLMUnavailableError(f'The LLM server at {self.base_url} did not answer within {self.timeout:g} s, '
+                                      f'{n} attempts in a row: it is down or overloaded (pass a larger timeout= if its '
+                                      f'answers are only slow). {self.hint}') from last
         if isinstance(last, openai.APIConnectionError):
-            raise LLMUnavailableError(f'Lost the LLM server at {self.base_url} after {self.retries + 1} attempts '
+            raise LLMUnavailableError(f'Lost the LLM server at {self.base_url} after {n} attempts '
                                       f'({type(last).__name__}). {self.hint}') from last
-        raise LLMCallError(f'{self.base_url} kept failing after {self.retries + 1} attempts: {last}') from last
+        raise LLMCallError(f'{self.base_url} kept failing after {n} attempts (last: HTTP {last.status_code}): '
+                           f'{last.message}') from last
 
     @property
     def can_constrain(self) -> bool: return self.grammar_api != 'none'
@@ -435,16 +577,75 @@ class OpenAIBackend(LLMBackend):
 
     def _complete(self, prompt: str, decoding: Decoding) -> Completion:
         args, t = self._request_args(decoding), time.perf_counter()
+        tokens = len(prompt) // 4 + decoding.max_tokens  # a guess for the rate limiter until the answer's usage
         if self.mode == 'chat':
-            r = self._request(lambda: self.client.chat.completions.create(messages=[{'role': 'user', 'content': prompt}], **args))
+            messages = [{'role': 'user', 'content': prompt}]
+            r = self._request(lambda: self.client.chat.completions.create(messages=messages, **args), tokens)
             text = r.choices[0].message.content or ''
         else:
-            r = self._request(lambda: self.client.completions.create(prompt=prompt, **args))
+            r = self._request(lambda: self.client.completions.create(prompt=prompt, **args), tokens)
             text = r.choices[0].text or ''
         u = r.usage
         return Completion(text, getattr(u, 'prompt_tokens', 0) or 0, getattr(u, 'completion_tokens', 0) or 0,
                           time.perf_counter() - t, self.model, False, r.choices[0].finish_reason or '',
                           constrained=decoding.grammar is not None and self.can_constrain)
+
+# %% ../nbs/10_llm.ipynb #7310425e
+_END = object()
+
+def run_concurrently(items: Sequence,  # the work items, started in this order
+                     work: Callable,  # item -> result, in a worker thread that holds the run's `StageLock`
+                     on_result: Callable,  # (item, result) -> None, called in this thread as each result is ready
+                     concurrency: int = 1,  # items in flight at once (1: one after another, in this thread)
+                    ) -> int:
+    "Work through `items` with at most `concurrency` at once, handing each result over as it comes; returns how many."
+    if not isinstance(concurrency, int) or concurrency < 1:
+        raise ValueError(f'concurrency must be a whole number >= 1, got {concurrency!r}')
+    n = 0
+    if concurrency == 1:
+        for item in items: on_result(item, work(item)); n += 1
+        return n
+    lock, todo, running, error = StageLock(), iter(items), {}, None
+    def guarded(item):
+        with lock.held(): return work(item)
+    pool = ThreadPoolExecutor(concurrency, thread_name_prefix='kgqa-worker')
+    try:
+        while True:
+            while error is None and len(running) < concurrency:
+                item = next(todo, _END)
+                if item is _END: break
+                running[pool.submit(guarded, item)] = item
+            if not running: break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished:
+                item = running.pop(f)
+                try: result = f.result()
+                except Exception as e:
+                    error = error or e  # the first error wins; the others are most likely the same cause
+                    continue
+                on_result(item, result); n += 1
+    finally: pool.shutdown(wait=False, cancel_futures=True)
+    if error is not None: raise error
+    return n
+
+def rate_postfix(bar,  # a tqdm bar counting finished items
+                 unit: str = 'q',  # what an item is called
+                ) -> str:
+    "Show the bar's items per minute since it started (tqdm shows the ETA itself); returns the text."
+    if getattr(bar, 'disable', False): return ''
+    elapsed = bar.format_dict.get('elapsed') or 0.0
+    text = f'{60 * bar.n / elapsed:.1f} {unit}/min' if elapsed > 0 else ''
+    bar.set_postfix_str(text, refresh=False)
+    return text
+
+def stopped_run_error(e: LLMError,  # what stopped the run
+                      saved: int,  # questions answered and saved by this run
+                      planned: int,  # questions this run set out to answer
+                      path,  # where they are saved
+                     ) -> LLMError:
+    "`e` again (the same type), its message adding what the stopped run kept and that a rerun goes on from there."
+    return type(e)(f'{e}\nThe run stopped: {saved} of the {planned} questions it set out to answer are saved in '
+                   f'{path}; running it again answers the other {planned - saved}.')
 
 # %% ../nbs/10_llm.ipynb #b3554d33
 SMOLLM2_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf'

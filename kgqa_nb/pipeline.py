@@ -19,7 +19,7 @@ from .functions import ProgramError
 from .grounding import TABLE7_GROUPS, grounding_accuracy, needed_grounding
 from .demos import relation_path
 from .facts import prompt_facts
-from .llm import Completion, Decoding, LLMBackend, LLMError
+from .llm import Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error
 from .parse import ParseResult, parse_generation
 from .prompts import Demo, PromptParts, codealign_prompt, symkgqa_prompt
 
@@ -299,12 +299,18 @@ def _crash_record(q: Question, cfg: PipelineConfig, st: Stages, e: Exception) ->
                 model=st.backend.model, status='crashed', error=f'{type(e).__name__}: {e}',
                 traceback=traceback.format_exc(limit=5))
 
+def _answer_or_crash(q: Question, cfg: PipelineConfig, st: Stages) -> dict:
+    try: return answer_question(q, cfg, st)
+    except LLMError: raise  # the model is gone or refuses: every later question would fail the same way
+    except Exception as e: return _crash_record(q, cfg, st, e)
+
 def run_pipeline(questions: Sequence[Question],  # what to answer
                  cfg: PipelineConfig,  # how
                  st: Stages,  # with which stages
                  path: str | Path,  # JSONL file of records (appended; shared by configurations)
-                 progress: bool = True,  # a progress bar
+                 progress: bool = True,  # a progress bar (questions per minute, and the ETA)
                  max_new: int | None = None,  # answer at most this many new questions (None: all)
+                 concurrency: int = 1,  # questions in flight at once (a served model: up to its batch; local model: 1)
                 ) -> list[dict]:
     "Records for `questions` in order, answering only those not done in `path`; a crash's record stands for it."
     st.check(cfg)
@@ -312,14 +318,16 @@ def run_pipeline(questions: Sequence[Question],  # what to answer
     done = read_records(path, cfg, st.backend.model, crashed=True)
     todo = [q for q in questions if q.id not in done or is_crashed(done[q.id])]
     if max_new is not None: todo = todo[:max_new]
-    with open_jsonl_append(path) as f, progress_bar(total=len(todo), desc=cfg.name, disable=not progress) as bar:
-        for q in todo:
-            try: rec = answer_question(q, cfg, st)
-            except LLMError: raise
-            except Exception as e: rec = _crash_record(q, cfg, st, e)
+    saved = 0
+    bar = progress_bar(total=len(todo), desc=cfg.name, unit='q', disable=not progress)
+    with open_jsonl_append(path) as f, bar:
+        def keep(q: Question, rec: dict):  # in this thread, as each question finishes
+            nonlocal saved
             f.write(json.dumps(rec, ensure_ascii=False) + '\n'); f.flush()
-            done[q.id] = rec
-            bar.update(1)
+            done[q.id], saved = rec, saved + 1
+            bar.update(1); rate_postfix(bar)
+        try: run_concurrently(todo, partial(_answer_or_crash, cfg=cfg, st=st), keep, concurrency)
+        except LLMError as e: raise stopped_run_error(e, saved, len(todo), path) from e
     return [done[q.id] for q in questions if q.id in done]
 
 # %% ../nbs/18_pipeline.ipynb #d7c39d15
