@@ -218,7 +218,7 @@ def test_bench_notebook_quick_smoke(tmp_path):
     r = json.loads((tmp_path / 'bench_complex_quick.json').read_text())
     assert {row['dataset'] for row in r['link_prediction']} == {'UMLS', 'Kinships'}
     assert {row['system'].split()[0] for row in r['link_prediction']} == {'kgqa_nb', 'pykeen'}
-    assert {row.get('setting') for row in r['link_prediction'] if row['system'].startswith('pykeen')} == {'defaults', 'strongest'}
+    assert {row.get('setting') for row in r['link_prediction'] if row['system'].startswith('pykeen')} == {'defaults', 'strongest', 'benchmark_best'}
     assert all(0 < row['mrr'] <= 1 and row['seconds'] > 0 for row in r['link_prediction'])
     assert [a['dataset'] for a in r['dual_vs_single']] == ['Nations', 'demo KB']
     assert (tmp_path / 'bench_complex_quick.png').exists()
