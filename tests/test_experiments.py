@@ -14,7 +14,9 @@ def run_nb(name, out_nb, **params):
 
 def test_run_kqapro_smoke_and_resume(tmp_path):
     out = tmp_path / 'run_kqapro'
-    run_nb('run_kqapro.ipynb', tmp_path / 'a.ipynb', model='fake', n_questions=3, out_dir=str(out), data_dir=str(tmp_path))
+    # two questions in flight (the served-model path of `concurrency`); the rerun below is sequential
+    run_nb('run_kqapro.ipynb', tmp_path / 'a.ipynb', model='fake', n_questions=3, out_dir=str(out),
+           data_dir=str(tmp_path), concurrency=2)
     m = json.loads((out / 'metrics.json').read_text())
     assert m['model'] == 'fake' and m['questions_done'] == 3 and m['linking'] == 'realistic'
     assert m['note'].startswith('No KQA Pro KB/val files under') and 'demo benchmark' in m['data']
@@ -22,6 +24,7 @@ def test_run_kqapro_smoke_and_resume(tmp_path):
     for f in ('records.jsonl', 'results.md', 'results.csv', 'by_category.png', 'latency.png', 'failures.md'):
         assert (out / f).stat().st_size > 0, f
     lines = (out / 'records.jsonl').read_text().splitlines()
+    assert len(lines) == 3 and len({json.loads(l)['id'] for l in lines}) == 3  # each question once
     # a rerun answers nothing again and reproduces the metrics
     run_nb('run_kqapro.ipynb', tmp_path / 'b.ipynb', model='fake', n_questions=3, out_dir=str(out), data_dir=str(tmp_path))
     assert (out / 'records.jsonl').read_text().splitlines() == lines

@@ -12,6 +12,7 @@ def test_generation_ser_smoke(tmp_path):
     out = tmp_path / 'generation_ser.json'
     papermill.execute_notebook(str(NBS / 'generation_ser.ipynb'), str(tmp_path / 'generation_ser.ipynb'),
                                parameters={'model': 'fake', 'n_kqapro': 4, 'n_metaqa': 2, 'max_new_calls': 7,
+                                           'concurrency': 2,  # two questions in flight: records as they finish
                                            'results_path': str(tmp_path / 'r.jsonl'), 'out_path': str(out)},
                                cwd=str(NBS), kernel_name='python3', progress_bar=False)
     r = json.loads(out.read_text())

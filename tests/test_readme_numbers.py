@@ -39,6 +39,8 @@ QUOTED = {  # figures that are not ours: README number -> where it comes from (s
     '99.7': 'CodeAlignKGQA paper, Table 4: MetaQA 3-hop Hits@1 with CodeLlama-34B Instruct',
     '0.894': 'ConvE paper (Dettmers et al. 2018), ComplEx row: UMLS test MRR (nbs: LITERATURE_MRR)',
     '0.823': 'ConvE paper (Dettmers et al. 2018), ComplEx row: Kinships test MRR (nbs: LITERATURE_MRR)',
+    '0.60': 'PyKEEN benchmarking study (github.com/pykeen/benchmarking, ablation/results/complex/kinships, '
+            'hpo_complex_kinships_lcwa_adam, best pipeline): Kinships test MRR 0.603',
     '62.54': 'NS-KGQA paper, Table 5: MetaQA 1-hop Hits@1 on test',
     '64.19': 'NS-KGQA paper, Table 5: MetaQA 2-hop Hits@1 on test',
     '60.32': 'NS-KGQA paper, Table 5: MetaQA 3-hop Hits@1 on test',
