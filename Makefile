@@ -36,7 +36,7 @@ MAIN_DIR ?= runs/main
 # papermill streams the notebook's output (the per-question bar, the final figures) instead of its cell counter;
 # its per-cell markers and the kernel's TCP-transport warning are dropped (papermill starts the kernel on 127.0.0.1)
 PAPERMILL_QUIET := --log-output --no-progress-bar
-PAPERMILL_NOISE := 'Kernel is running over TCP without encryption|^(Executing|Ending) Cell'
+PAPERMILL_NOISE := 'Kernel is running over TCP without encryption|^(Executing|Ending) Cell|IProgress not found|from .autonotebook import tqdm'
 main: export
 	mkdir -p $(MAIN_DIR)
 	set -o pipefail; PATH=$(abspath $(BIN)):$$PATH $(BIN)/papermill --cwd nbs $(PAPERMILL_QUIET) \
