@@ -4,7 +4,7 @@
 
 # %% ../nbs/19_experiments.ipynb #3eb1a5d2
 from __future__ import annotations
-import json, math, random
+import json, math, random, re
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -380,6 +380,8 @@ REPORT_SECTIONS = [
     ('bench_complex.json', 'ComplEx link prediction (bench_complex)', read_bench_complex, ['bench_complex.png']),
     ('bench_executor.json', 'KoPL executor benchmark (bench_executor)', read_bench_executor, ['bench_executor.png']),
     ('benchgen_stats.md', 'Demo benchmark statistics (benchgen_stats)', None, []),
+    ('bench_throughput.md', 'Throughput against concurrency: replay server and llama.cpp server (bench_throughput)', None,
+     ['bench_throughput.png']),
 ]
 
 def report_section(outputs: Path,  # the outputs folder
@@ -387,7 +389,10 @@ def report_section(outputs: Path,  # the outputs folder
     "One results-page section: the mark, the key table and the images, or 'not run yet'."
     path, head = outputs/rel, f'## {title}\n\nSource: `{rel}`'
     if not path.exists(): return f'{head}\n\nnot run yet ({rel} does not exist).\n'
-    if reader is None: return f'{head}\n\n{path.read_text()}\n'
+    imgs = [f'![{Path(i).stem}]({i})' for i in images if (outputs/i).exists()]
+    imgs += [f'(figure {i} not produced)' for i in images if not (outputs/i).exists()]
+    if reader is None:  # a markdown table file: its headings go two levels down, under this section's
+        return '\n\n'.join([head, re.sub(r'(?m)^#', '###', path.read_text()).strip(), *imgs]) + '\n'
     try: d = json.loads(path.read_text())
     except (OSError, ValueError) as e: return f'{head}\n\ncould not be read: {e}\n'
     try: rows, labels = reader(d)
@@ -396,8 +401,6 @@ def report_section(outputs: Path,  # the outputs folder
     if not rows: rows = [{'key': 'note', 'value': 'the expected table is missing; raw numbers below'}, *read_generic(d)[0]]
     mark = ', '.join(f'{k}: {labels.get(k) or "not recorded"}' for k in ('data', 'model', 'linking'))
     extra = [f'> Note: {d["note"]}'] if isinstance(d, dict) and d.get('note') else []
-    imgs = [f'![{Path(i).stem}]({i})' for i in images if (outputs/i).exists()]
-    imgs += [f'(figure {i} not produced)' for i in images if not (outputs/i).exists()]
     return '\n\n'.join([head, f'**{mark}**', *extra, md_table(rows), *imgs]) + '\n'
 
 def write_report(outputs: str | Path,  # the outputs folder holding every run's files
