@@ -12,13 +12,14 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install main report test export clean-nbs bench
 
-$(STAMP): setup.py settings.ini scripts/install_llm.sh
+$(STAMP): setup.py settings.ini scripts/install_llm.sh scripts/install_engines.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first, from its CPU wheel, then pinned so that no later install pulls a CUDA build
 	$(BIN)/python -m pip install -q torch==2.13.0
 	echo 'torch==2.13.0' > $(VENV)/constraints.txt
 	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e '.[dev,kge]'
 	bash scripts/install_llm.sh $(BIN)/python
+	bash scripts/install_engines.sh
 	touch $(STAMP)
 
 install: $(STAMP)
