@@ -82,8 +82,9 @@ def kqapro_stages(folder: str | Path,  # a KQA Pro-style folder (kb.json, train.
                   pool_size: int = 100,  # N, the coverage pool for D' and dynamic demonstrations
                   seed: int = 0,  # pool sample seed
                   theta: float = 0.5,  # facts threshold
+                  kg_backend: str = 'memory',  # where programs run: 'memory', 'oxigraph' or a SPARQL endpoint URL
                  ) -> Stages:
-    "The stages of a KQA Pro run over the folder's KB."
+    "The stages of a KQA Pro run over the folder's KB (linking, retrieval and grounding read the KB in memory)."
     from kgqa_nb.benchgen import load_kqapro_split
     from kgqa_nb.kg import load_kb
     from kgqa_nb.embed import KGIndex
@@ -91,7 +92,7 @@ def kqapro_stages(folder: str | Path,  # a KQA Pro-style folder (kb.json, train.
     from kgqa_nb.prompts import DemoPool
     from kgqa_nb.demos import DemoIndex, coverage_pool
     from kgqa_nb.facts import FactsExtractor
-    from kgqa_nb.executor import KoPLExecutor
+    from kgqa_nb.kopl_sparql import kg_executor
     folder = Path(folder)
     kg = load_kb(folder/'kb.json')
     index = KGIndex(kg, progress=False)
@@ -100,7 +101,7 @@ def kqapro_stages(folder: str | Path,  # a KQA Pro-style folder (kb.json, train.
     if grounding:
         from kgqa_nb.grounding import Grounder
         grounder = Grounder(kg, index, backend)
-    return Stages(backend, KoPLExecutor(kg), EntityLinker(kg, index).link, demos=list(DemoPool.manual_kqapro()),
+    return Stages(backend, kg_executor(kg, kg_backend), EntityLinker(kg, index).link, demos=list(DemoPool.manual_kqapro()),
                   demo_index=DemoIndex(pool, kg=kg), facts=FactsExtractor(kg, theta=theta), grounder=grounder,
                   execute=execute_answers)
 

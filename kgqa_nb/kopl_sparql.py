@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from .core import KGQAError, cache_dir
-from .kg import Value, parse_time, STRING, QUANTITY, DATE, YEAR
+from .kg import KG, Value, parse_time, STRING, QUANTITY, DATE, YEAR
 from .functions import check_program, Step, InvalidInputError, ENTITIES, FACTS, VALUE, QVALUE
 from .executor import ExecutionError, KoPLExecutor
 from .sparql import SparqlStore, EndpointStore, SparqlError, sparql_string
@@ -435,10 +435,11 @@ class SparqlExecutor:
     "Runs KoPL programs on a SPARQL store holding the RDF view of a KG, with `KoPLExecutor.answer`'s answers."
     def __init__(self, store,  # a pyoxigraph Store, an Oxigraph store folder, an http(s) endpoint URL, or a SparqlStore
                  lateral: bool | None = None,  # use LATERAL (Oxigraph); None: where the store accepts it
+                 kg: KG | None = None,  # a local copy of the KG when there is one: its vocabulary (KG-level grammar)
                 ):
         self.store = as_store(store)
         self._key_types, self._lateral = None, lateral
-        self.kg = None  # no KG in memory: the store is the KG
+        self.kg = kg  # None: no KG in memory, the store is the KG
 
     @property
     def lateral(self) -> bool:
@@ -484,9 +485,9 @@ def kg_executor(kg,  # a `KG` (None is allowed for an endpoint URL)
         return KoPLExecutor(kg)
     if backend == 'oxigraph':
         if kg is None: raise BackendError("the 'oxigraph' backend needs a KG to build its store from")
-        return SparqlExecutor(rdf.oxigraph_store(kg), lateral)
+        return SparqlExecutor(rdf.oxigraph_store(kg), lateral, kg)
     if isinstance(backend, str) and backend.startswith(('http://', 'https://')):
-        ex = SparqlExecutor(EndpointStore(backend), lateral)
+        ex = SparqlExecutor(EndpointStore(backend), lateral, kg)
         if kg is not None:
             held, want = kb_hash(ex.store), rdf.kg_fingerprint(kg)
             if held is not None and held != want:

@@ -123,7 +123,7 @@ def execute_answers(executor: KoPLExecutor, program: list, q: Question, linked) 
 class Stages:
     "The stage objects of a pipeline run."
     backend: LLMBackend  # the LLM
-    executor: KoPLExecutor  # over the KG the questions ask about
+    executor: KoPLExecutor  # over the KG the questions ask about (or a `kopl_sparql.SparqlExecutor`: same `answer`)
     link: Callable  # question -> `kgqa_nb.linking.Linked` (realistic mode)
     demos: list = field(default_factory=list)  # the fixed demonstration set D (`Demo`s)
     demo_index: object | None = None  # a `kgqa_nb.demos.DemoIndex` (D' and dynamic demonstrations)
@@ -482,8 +482,10 @@ def metaqa_stages(backend: LLMBackend,  # the LLM
                   grounding: bool = True,  # build the grounder (opens, or builds once, the KG's ChromaDB index)
                   theta: float = 0.5,  # facts threshold
                   root: str | Path | None = None,  # a MetaQA-format folder (default: the data folder's `metaqa`)
+                  kg_backend: str = 'memory',  # where programs run: 'memory', 'oxigraph' or a SPARQL endpoint URL
                  ) -> Stages:
     "The stages of a MetaQA run (on the real MetaQA, or any folder in its layout such as `metaqa.mini_metaqa_dir()`)."
+    from kgqa_nb.kopl_sparql import kg_executor
     from kgqa_nb.core import data_dir
     from kgqa_nb.kg import load_kb
     from kgqa_nb.facts import FactsExtractor
@@ -498,7 +500,7 @@ def metaqa_stages(backend: LLMBackend,  # the LLM
         from kgqa_nb.embed import KGIndex
         from kgqa_nb.grounding import Grounder
         grounder = Grounder(kg, KGIndex(kg), backend)
-    return Stages(backend, KoPLExecutor(kg), partial(link_metaqa, kg=kg), demos=demos, demo_index=DemoIndex(index_pool, kg=kg),
+    return Stages(backend, kg_executor(kg, kg_backend), partial(link_metaqa, kg=kg), demos=demos, demo_index=DemoIndex(index_pool, kg=kg),
                   facts=FactsExtractor(kg, theta=theta), grounder=grounder, execute=metaqa_execute)
 
 # %% ../nbs/18_pipeline.ipynb #9ea67b3c
