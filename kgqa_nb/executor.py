@@ -11,7 +11,8 @@ from .kg import KG, ValueArrays, STRING, QUANTITY, DATE, YEAR, parse_time
 from .functions import check_program, Step, InvalidInputError, ProgramError
 
 # %% auto #0
-__all__ = ['SMALL', 'Ents', 'Vals', 'ExecutionError', 'Target', 'read_target', 'compare', 'ranges', 'KoPLExecutor']
+__all__ = ['SMALL', 'Ents', 'Vals', 'ExecutionError', 'Target', 'split_quantity', 'verdict', 'read_target', 'compare', 'ranges',
+           'KoPLExecutor']
 
 # %% ../nbs/03_executor.ipynb #9712950c
 @dataclass
@@ -41,13 +42,21 @@ class Target:
     year: int = 0
     day: int = -1
 
+def split_quantity(text: str) -> tuple[float, str]:
+    "A quantity input as (number, unit) the way the official `_parse_key_value` splits it ('1' without a unit)."
+    parts = text.split() if ' ' in text else [text]
+    return float(parts[0]), ' '.join(parts[1:]) if len(parts) > 1 else '1'
+
+def verdict(n_true: int, n: int) -> str:
+    "Verify's answer when `n_true` of `n` values satisfy the comparison: 'yes', 'no' or 'not sure'."
+    return 'yes' if n_true and n_true == n else ('no' if n_true == 0 else 'not sure')
+
 def read_target(kg: KG, text: str, typ: str) -> Target:
     "Read `text` as the official `_parse_key_value` does for type 'string', 'quantity', 'year' or 'date'."
     if typ == 'string': return Target(STRING, sid=kg.strings.get(text, -2))
     if typ == 'quantity':
-        parts = text.split() if ' ' in text else [text]
-        unit = ' '.join(parts[1:]) if len(parts) > 1 else '1'
-        return Target(QUANTITY, num=float(parts[0]), unit=kg.units.get(unit, -2))
+        num, unit = split_quantity(text)
+        return Target(QUANTITY, num=num, unit=kg.units.get(unit, -2))
     vt, y, d = parse_time(text)
     return Target(vt, year=y, day=d)
 
@@ -281,7 +290,7 @@ class KoPLExecutor:
     def _verify(self, vals: Vals, value: str, op: str, typ: str) -> str:
         ok = compare(vals.table, vals.rows, read_target(self.kg, value, typ), op)
         n = int(ok.sum())
-        return 'yes' if n and n == len(ok) else ('no' if n == 0 else 'not sure')
+        return verdict(n, len(ok))
 
     def VerifyStr(self, vals, value): return self._verify(vals, value, '=', 'string')
     def VerifyNum(self, vals, value, op): return self._verify(vals, value, op, 'quantity')

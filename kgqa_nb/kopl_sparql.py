@@ -14,7 +14,7 @@ from pathlib import Path
 from .core import KGQAError, cache_dir
 from .kg import KG, Value, parse_time, STRING, QUANTITY, DATE, YEAR
 from .functions import check_program, Step, InvalidInputError, ENTITIES, FACTS, VALUE, QVALUE
-from .executor import ExecutionError, KoPLExecutor
+from .executor import ExecutionError, KoPLExecutor, split_quantity, verdict
 from .sparql import SparqlStore, EndpointStore, SparqlError, sparql_string
 from . import rdf
 from .rdf import Pred, XSD_NS, key_iri, stored_iri, iri_name, iri_row
@@ -104,8 +104,8 @@ def read_target(text: str, typ: str) -> Target:
     "Read `text` for type 'string', 'quantity', 'year' or 'date' with `read_target`'s rules; ValueError if malformed."
     if typ == 'string': return Target(STRING, text=text)
     if typ == 'quantity':
-        parts = text.split() if ' ' in text else [text]
-        return Target(QUANTITY, num=float(parts[0]), unit=' '.join(parts[1:]) if len(parts) > 1 else '1')
+        num, unit = split_quantity(text)
+        return Target(QUANTITY, num=num, unit=unit)
     vt, y, d = parse_time(text)
     return Target(vt, year=y, iso=date.fromordinal(d).isoformat() if vt == DATE else '')
 
@@ -408,7 +408,7 @@ def finish(plan: Plan, names: list[str], rows: list[list]):
     if plan.kind == 'values': return [_value_text(get(r, 'value'), get(r, 'unit'), get(r, 'date'), get(r, 'year')) for r in rows]
     if plan.kind == 'verify':
         n, yes = (int(get(rows[0], 'n')), int(get(rows[0], 'yes'))) if rows else (0, 0)
-        return 'yes' if yes and yes == n else ('no' if yes == 0 else 'not sure')
+        return verdict(yes, n)
     if plan.kind == 'select_between':
         order = lambda r: (int(get(r, 'branch')), iri_row(get(r, 'order')) if get(r, 'order') else -1, iri_row(get(r, 'v')))
     else: order = lambda r: (iri_row(get(r, 'v')),)
