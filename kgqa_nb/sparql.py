@@ -17,9 +17,9 @@ from .sexpr import validate_sexpr, is_reverse, relation_name, ConversionError
 
 # %% auto #0
 __all__ = ['FREEBASE_NS', 'XSD_NS', 'SparqlError', 'SparqlEndpointError', 'is_freebase_id', 'is_freebase_class',
-           'comparison_filter', 'sparql_name', 'sparql_string', 'sparql_iri', 'sexpr_to_sparql', 'SparqlStore',
-           'RdflibStore', 'EndpointStore', 'freebase_mini_graph', 'sparql_store', 'binding_text',
-           'sexpr_answers_sparql', 'rdf_to_kg']
+           'comparison_filter', 'sparql_name', 'sparql_string', 'sparql_iri', 'sparql_prefixes', 'english_only_filter',
+           'sexpr_to_sparql', 'SparqlStore', 'RdflibStore', 'EndpointStore', 'freebase_mini_graph', 'sparql_store',
+           'binding_text', 'sexpr_answers_sparql', 'rdf_to_kg']
 
 # %% ../nbs/26_sparql.ipynb #33f731ab
 FREEBASE_NS = 'http://rdf.freebase.com/ns/'
@@ -126,8 +126,16 @@ class _Patterns:
             return [f'{var} {self.term(node[1], "attribute")} {n} .', comparison_filter(n, head, node[2], path + (2,))]
         raise ConversionError(f'{head} can only be the outermost function', path, 'an entity set', head)
 
-_PREFIXES = 'PREFIX ns: {ns}\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n'
-_LANG = "FILTER (!isLiteral(?x) || lang(?x) = '' || langMatches(lang(?x), 'en'))"  # WebQSP writes OR, which only Virtuoso reads
+def sparql_prefixes(ns: str = FREEBASE_NS,  # the namespace bound to `ns:`
+                   ) -> str:
+    "The PREFIX lines of a Freebase-style query: `ns:` and `xsd:`."
+    return f'PREFIX ns: {sparql_iri(ns)}\nPREFIX xsd: <{XSD_NS}>\n'
+
+def english_only_filter(var: str = '?x',  # the answer variable
+                       ) -> str:
+    "The FILTER that keeps entities, and literals without a language tag or in English (WebQSP's, in SPARQL 1.1)."
+    return f"FILTER (!isLiteral({var}) || lang({var}) = '' || langMatches(lang({var}), 'en'))"  # WebQSP writes OR
+
 
 def sexpr_to_sparql(sexpr,  # a valid S-expression over Freebase-style names (ids, relation and class names)
                     exclude: tuple = (),  # entity ids never returned (WebQSP excludes the topic entity)
@@ -138,7 +146,7 @@ def sexpr_to_sparql(sexpr,  # a valid S-expression over Freebase-style names (id
     validate_sexpr(sexpr)
     p, head = _Patterns(), (sexpr[0] if isinstance(sexpr, tuple) else None)
     body = [f'FILTER (?x != {p.term(e, "excluded entity id")})' for e in exclude]
-    if english_only and head != 'COUNT': body.append(_LANG)
+    if english_only and head != 'COUNT': body.append(english_only_filter())
     if head == 'COUNT':
         select, body = 'SELECT (COUNT(DISTINCT ?x) AS ?count)', body + p.of(sexpr[1], '?x', (1,))
     elif head in ARG_OPS:
@@ -148,7 +156,7 @@ def sexpr_to_sparql(sexpr,  # a valid S-expression over Freebase-style names (id
         sub = ('{ SELECT (' + agg + f'({n2}) AS ?best) WHERE {{\n  ' + '\n  '.join(inner + [f'{x2} {key} {n2} .']) + '\n} }')
         select, body = 'SELECT DISTINCT ?x', body + p.of(sexpr[1], '?x', (1,)) + [f'?x {key} {n} .', sub, f'FILTER ({n} = ?best)']
     else: select, body = 'SELECT DISTINCT ?x', body + p.of(sexpr, '?x')
-    return _PREFIXES.format(ns=sparql_iri(ns)) + select + '\nWHERE {\n' + '\n'.join(body) + '\n}\n'
+    return sparql_prefixes(ns) + select + '\nWHERE {\n' + '\n'.join(body) + '\n}\n'
 
 # %% ../nbs/26_sparql.ipynb #3bdc85b1
 class SparqlStore:
