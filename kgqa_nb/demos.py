@@ -215,13 +215,8 @@ def find_requirements(program: list[dict]) -> set[tuple]:
 def entity_profile(kg,  # a `kgqa_nb.kg.KG`
                    name: str,  # an entity name
                   ) -> set[tuple]:
-    "Every ('relation', r, direction) and ('key', k) that the items called `name` have."
-    out = set()
-    for i in kg.find(name):
-        for j in range(kg.rel_ptr[i], kg.rel_ptr[i + 1]):
-            out.add(('relation', kg.relations.items[kg.rel_rel[j]], ('forward', 'backward')[kg.rel_dir[j]]))
-        for j in range(kg.attr_ptr[i], kg.attr_ptr[i + 1]): out.add(('key', kg.keys.items[kg.attr_key[j]]))
-    return out
+    "Every ('relation', r, direction) and ('key', k) that the items called `name` have (`KG.item_schema`)."
+    return kg.item_schema(name)
 
 def feasibility(requirements: set,  # from `find_requirements`
                 profiles: list[set],  # `entity_profile` of each linked entity found in the KG

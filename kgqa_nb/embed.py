@@ -150,12 +150,7 @@ def element_text(name: str) -> str:
 
 def kg_elements(kg) -> dict[str, list[str]]:
     "The distinct names of each KG element type, in first-seen order."
-    ents = [n for n, c in zip(kg.names, kg.is_concept) if not c]
-    return {'entities': list(dict.fromkeys(ents)),
-            'concepts': list(dict.fromkeys(kg.concept_names)),
-            'relations': list(kg.relations.items),
-            'attributes': [kg.keys.items[k] for k in np.unique(kg.attr_key)],
-            'qualifiers': [kg.keys.items[k] for k in np.unique(kg.qual_key)]}
+    return kg.elements()  # `KG.elements`, or an endpoint's `remote_kg.EndpointKG.elements` (the same names)
 
 def kg_fingerprint(kg) -> str:
     "A short hash of everything an index depends on: the element names of every type."

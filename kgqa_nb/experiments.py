@@ -83,10 +83,11 @@ def kqapro_stages(folder: str | Path,  # a KQA Pro-style folder (kb.json, train.
                   seed: int = 0,  # pool sample seed
                   theta: float = 0.5,  # facts threshold
                   kg_backend: str = 'memory',  # where programs run: 'memory', 'oxigraph' or a SPARQL endpoint URL
+                  kg_source: str = 'auto',  # the KG the other stages read: 'local', 'endpoint', 'auto' (`stages_kg`)
                  ) -> Stages:
-    "The stages of a KQA Pro run over the folder's KB (linking, retrieval and grounding read the KB in memory)."
+    "The stages of a KQA Pro run over the folder's KB (in memory, or read from the endpoint with `kg_source`)."
     from kgqa_nb.benchgen import load_kqapro_split
-    from kgqa_nb.kg import load_kb
+    from kgqa_nb.remote_kg import stages_kg
     from kgqa_nb.embed import KGIndex
     from kgqa_nb.linking import EntityLinker
     from kgqa_nb.prompts import DemoPool
@@ -94,7 +95,7 @@ def kqapro_stages(folder: str | Path,  # a KQA Pro-style folder (kb.json, train.
     from kgqa_nb.facts import FactsExtractor
     from kgqa_nb.kopl_sparql import kg_executor
     folder = Path(folder)
-    kg = load_kb(folder/'kb.json')
+    kg = stages_kg(folder/'kb.json', kg_backend, kg_source)
     index = KGIndex(kg, progress=False)
     pool = coverage_pool(load_kqapro_split(folder, 'train'), pool_size, seed=seed, by='function')
     grounder = None

@@ -107,66 +107,46 @@ def format_facts(facts: list[dict]) -> str:
     return 'facts = [\n' + ',\n'.join(repr(f) for f in prompt_facts(facts)) + '\n]' if facts else 'facts = []'
 
 # %% ../nbs/14_facts.ipynb #998a41db
-def _gather(ptr: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    "The row numbers of all CSR slices ptr[n]:ptr[n+1] for n in nodes, concatenated."
-    nodes = np.asarray(nodes, dtype=np.int64)
-    starts, lens = ptr[nodes], ptr[nodes + 1] - ptr[nodes]
-    total = int(lens.sum())
-    if total == 0: return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
-    return offsets + np.arange(total)
-
 def _sample(nodes: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
     return nodes if len(nodes) <= k else np.sort(rng.choice(nodes, k, replace=False))
 
-def start_nodes(kg,  # a `KG`
+def start_nodes(kg,  # a `KG`, or anything with its access protocol (e.g. `kgqa_nb.remote_kg.EndpointKG`)
                 name: str,  # an entity or concept name
                 concept: bool,  # True: `name` is a concept, start from its members
                ) -> np.ndarray:
     "The item ids a BFS starts from: the entities called `name`, or the members of the concepts called `name`."
-    ids = [i for i in kg.find(name) if bool(kg.is_concept[i]) == concept]
-    if not concept: return np.asarray(sorted(ids), dtype=np.int64)
-    members = [kg.concept_members.get(i, np.zeros(0, dtype=np.int32)) for i in ids]
-    return np.unique(np.concatenate(members).astype(np.int64)) if members else np.zeros(0, dtype=np.int64)
+    return kg.start_nodes(name, concept)
 
-def level_facts(kg,  # a `KG`
+def level_facts(kg,  # a `KG`, or anything with its access protocol (`neighbourhood`)
                 start: dict,  # {'entity': name} or {'concept': name}: the key every fact starts with
                 path: list,  # the (relation, direction) hops that led to `nodes`
                 nodes: np.ndarray,  # the node set of this level
-                rel_sim: np.ndarray,  # similarity of each relation id with the question
-                key_sim: np.ndarray,  # similarity of each key id with the question
+                rel_sim: dict,  # relation name -> similarity with the question
+                key_sim: dict,  # key name -> similarity with the question
                 theta: float,  # the threshold
                 hop: int,  # this level's number (1 = the start nodes' own facts)
                ) -> tuple[list[dict], dict]:
     "The facts on one node set, and the node set reached through each kept (relation, direction)."
     facts, nxt = [], {}
     where = {**start, **({'path': [list(p) for p in path]} if path else {})}
-    def emit(base: dict, score: float, fact_rows: np.ndarray):
-        qk = np.unique(kg.qual_key[_gather(kg.qual_ptr, fact_rows)]) if len(fact_rows) else []
-        quals = sorted((q for q in qk if key_sim[q] >= theta), key=lambda q: -key_sim[q])
+    def emit(base: dict, score: float, qkeys: list[str]):
+        quals = sorted((q for q in qkeys if key_sim.get(q, -1.0) >= theta), key=lambda q: -key_sim[q])
         for q in quals:
-            facts.append({**base, 'qualifier': kg.keys.items[q], 'score': round(float(min(score, key_sim[q])), 4), 'hop': hop})
+            facts.append({**base, 'qualifier': q, 'score': round(float(min(score, key_sim[q])), 4), 'hop': hop})
         if not quals: facts.append({**base, 'score': round(float(score), 4), 'hop': hop})
-    rows = _gather(kg.rel_ptr, nodes)
-    code = 2 * kg.rel_rel[rows].astype(np.int64) + kg.rel_dir[rows]
-    for c in np.unique(code):
-        r, direction = int(c // 2), ('forward', 'backward')[int(c % 2)]
-        if rel_sim[r] < theta: continue
-        sel = rows[code == c]
-        emit({**where, 'relation': kg.relations.items[r], 'direction': direction}, rel_sim[r], kg.n_attr + sel)
-        objs = kg.rel_obj[sel]
-        nxt[(kg.relations.items[r], direction)] = np.unique(objs[objs >= 0]).astype(np.int64)
-    arows = _gather(kg.attr_ptr, nodes)
-    keys = kg.attr_key[arows]
-    for k in np.unique(keys):
-        if key_sim[k] >= theta: emit({**where, 'attribute': kg.keys.items[k]}, key_sim[k], arows[keys == k])
+    rels, attrs = kg.neighbourhood(nodes, {r for r, s in rel_sim.items() if s >= theta},
+                                   {k for k, s in key_sim.items() if s >= theta})
+    for r, direction, objs, qkeys in rels:
+        emit({**where, 'relation': r, 'direction': direction}, rel_sim[r], qkeys)
+        nxt[(r, direction)] = objs
+    for k, qkeys in attrs: emit({**where, 'attribute': k}, key_sim[k], qkeys)
     return facts, nxt
 
-def bfs_facts(kg,  # a `KG`
+def bfs_facts(kg,  # a `KG`, or anything with its access protocol
               start: dict,  # {'entity': name} or {'concept': name}
               nodes: np.ndarray,  # the start nodes (see `start_nodes`)
-              rel_sim: np.ndarray,  # similarity of each relation id with the question
-              key_sim: np.ndarray,  # similarity of each key id with the question
+              rel_sim: dict,  # relation name -> similarity with the question
+              key_sim: dict,  # key name -> similarity with the question
               theta: float,  # the threshold
               hops: int,  # BFS depth
               max_nodes: int = 2000,  # node sets larger than this are sampled
@@ -187,7 +167,7 @@ def bfs_facts(kg,  # a `KG`
 # %% ../nbs/14_facts.ipynb #0082712f
 class FactsExtractor:
     "Question-specific facts extraction over one KG (CodeAlignKGQA, Section 3.2)."
-    def __init__(self, kg,  # a `kgqa_nb.kg.KG`
+    def __init__(self, kg,  # a `kgqa_nb.kg.KG`, or an endpoint's `kgqa_nb.remote_kg.EndpointKG`
                  embedder: Embedder | None = None,  # default `Embedder()` (all-MiniLM-L6-v2)
                  theta: float = 0.5,  # keep an element whose best n-gram similarity reaches theta (the seed's MetaQA value)
                  hops: int = 1,  # BFS depth from E' and C' (the seed's facts are one hop from them)
@@ -197,7 +177,8 @@ class FactsExtractor:
                 ):
         self.kg, self.embedder = kg, embedder or Embedder()
         self.theta, self.hops, self.max_nodes, self.seed = theta, hops, max_nodes, seed
-        self.rel_names, self.key_names = list(kg.relations.items), list(kg.keys.items)
+        el = kg.elements()
+        self.rel_names, self.key_names = list(el['relations']), list(dict.fromkeys(el['attributes'] + el['qualifiers']))
         self.rel_vecs = self.embedder.encode([element_text(n) for n in self.rel_names])
         self.key_vecs = self.embedder.encode([element_text(n) for n in self.key_names])
         self.max_n = max_n or max([len(words(element_text(n))) for n in self.rel_names + self.key_names] or [1])
@@ -227,6 +208,7 @@ class FactsExtractor:
         masked, pieces = mask_question(question, entities, concepts)
         grams = question_ngrams(pieces, self.max_n)
         rel_sim, key_sim = self.similarities(grams)
+        rel_sim, key_sim = dict(zip(self.rel_names, rel_sim.tolist())), dict(zip(self.key_names, key_sim.tolist()))
         res = FactsResult(question, mode, entities, concepts, theta, hops, masked, grams)
         rng = np.random.default_rng(self.seed)
         for name, is_concept in [(e, False) for e in entities] + [(c, True) for c in concepts]:

@@ -18,9 +18,9 @@ from .prompts import ARG_OPS, CMP_OPS, code_name, symkgqa_arg
 # %% auto #0
 __all__ = ['LEVELS', 'MAX_TEXT', 'MAX_ENTITY_NAMES', 'MAX_STEPS', 'MAX_BRANCHES', 'START_T', 'FINAL_T', 'FORMATS', 'GrammarError',
            'Lit', 'Chars', 'Ref', 'Seq', 'Alt', 'Rep', 'seq', 'alt', 'Grammar', 'literal_choice', 'KGVocabulary',
-           'param_slot', 'vocabulary_fingerprint', 'kg_vocabulary', 'ArgRules', 'type_class', 'StackState',
-           'kopl_transitions', 'codealign_grammar', 'symkgqa_grammar', 'kbcoder_grammar', 'program_grammar',
-           'sample_text']
+           'param_slot', 'typed_keys', 'vocabulary_fingerprint', 'kg_vocabulary', 'ArgRules', 'type_class',
+           'StackState', 'kopl_transitions', 'codealign_grammar', 'symkgqa_grammar', 'kbcoder_grammar',
+           'program_grammar', 'sample_text']
 
 # %% ../nbs/23_grammar.ipynb #d69216f3
 class GrammarError(KGQAError, ValueError):
@@ -238,20 +238,22 @@ def param_slot(fn: KoPLFunction, p) -> str:
     return f'{p.kind}:{_TYPE_OF_KIND.get(kinds[0], "any") if kinds else "any"}'
 
 # %% ../nbs/23_grammar.ipynb #e48bafbb
-def _typed_keys(kg, key_ids) -> dict:
-    import numpy as np
-    names = [kg.keys.items[k] for k in np.unique(np.asarray(key_ids, dtype=np.int64)).tolist()] if len(key_ids) else []
-    out = {'any': sorted(names)}
+def typed_keys(names: list[str],  # attribute (or qualifier) keys
+               key_type: dict,  # key -> 'string', 'quantity', 'date' or 'year' (`KG.key_type`)
+              ) -> dict:
+    "The keys by the type of their values ('any': all of them), each list sorted; years count as dates."
+    names = sorted(set(names))
+    out = {'any': list(names)}
     for k in names:
-        t = kg.key_type.get(k, 'string')
+        t = key_type.get(k, 'string')
         out.setdefault('date' if t in ('date', 'year') else t, []).append(k)
-    return {t: sorted(v) for t, v in out.items()}
+    return out
 
 def vocabulary_fingerprint(kg) -> str:
     "What identifies a KG's vocabulary: its source and its counts."
     return hashlib.sha256(json.dumps([str(kg.source), kg.stats()], sort_keys=True).encode()).hexdigest()[:16]
 
-def kg_vocabulary(kg,  # a `kgqa_nb.kg.KG`
+def kg_vocabulary(kg,  # a `kgqa_nb.kg.KG`, or an endpoint's `kgqa_nb.remote_kg.EndpointKG` (its access protocol)
                   cache: bool = True,  # read/write the vocabulary under `cache_dir('grammar')`
                   max_entity_names: int = MAX_ENTITY_NAMES,  # above this many entity names, entities stay free text
                  ) -> KGVocabulary:
@@ -260,11 +262,12 @@ def kg_vocabulary(kg,  # a `kgqa_nb.kg.KG`
     if cache and path.exists():
         d = json.loads(path.read_text(encoding='utf-8'))
         return KGVocabulary(d['names'], d['units'], d['source'], d['entities_constrained'])
-    entities = sorted({n for n, c in zip(kg.names, kg.is_concept) if not c})
-    names = {'entity': entities, 'concept': sorted(set(kg.concept_names)), 'relation': sorted(kg.relations.items)}
-    names.update({f'key:{t}': v for t, v in _typed_keys(kg, kg.attr_key).items()})
-    names.update({f'qkey:{t}': v for t, v in _typed_keys(kg, kg.qual_key).items()})
-    vocab = KGVocabulary(names, sorted(u for u in kg.units.items if u != '1'), str(kg.source),
+    el = kg.elements()
+    entities = sorted(set(el['entities']))
+    names = {'entity': entities, 'concept': sorted(set(el['concepts'])), 'relation': sorted(el['relations'])}
+    names.update({f'key:{t}': v for t, v in typed_keys(el['attributes'], kg.key_type).items()})
+    names.update({f'qkey:{t}': v for t, v in typed_keys(el['qualifiers'], kg.key_type).items()})
+    vocab = KGVocabulary(names, sorted(u for u in set(kg.unit_names()) if u != '1'), str(kg.source),
                          len(entities) <= max_entity_names)
     if cache:
         path.parent.mkdir(parents=True, exist_ok=True)

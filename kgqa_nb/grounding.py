@@ -10,7 +10,6 @@ import re
 import sqlite3
 import threading
 import time
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from difflib import SequenceMatcher
@@ -21,7 +20,6 @@ from .core import KGQAError, cache_dir
 from .embed import element_text, kg_elements, kg_fingerprint
 from .functions import (FUNCTIONS, PARAM_KINDS, KoPLFunction, ProgramError, accepts, infer_dependencies,
                                input_problem, lookup, parse_date)
-from .kg import QUANTITY, STRING
 from .llm import Decoding
 from .parse import Issue, ParseResult, canonical_function, issue_from_error, parse_grounding_answer, validate
 from .prompts import CLOSED_KINDS, grounding_prompt
@@ -367,15 +365,9 @@ def normalize_time(text: str,  # the generated year or date
 # %% ../nbs/17_grounding.ipynb #82ac98a5
 class KeyValues:
     "Per key: the value type, the units (most common first) and the string values the KG holds."
-    def __init__(self, kg):  # a `kgqa_nb.kg.KG`
+    def __init__(self, kg):  # a `kgqa_nb.kg.KG`, or an endpoint's `kgqa_nb.remote_kg.EndpointKG`
         self.kg = kg
         self._units, self._strings = {}, {}
-
-    def _rows(self, key: str, qualifier: bool):
-        "(value table, rows) of the facts under `key`."
-        if not qualifier: return self.kg.attr_val, self.kg.attr_rows(key)
-        k = self.kg.keys.get(key)
-        return self.kg.qual_val, (np.flatnonzero(self.kg.qual_key == k) if k >= 0 else np.zeros(0, dtype=np.int64))
 
     def value_type(self, key: str) -> str | None:
         "'quantity', 'date' (years included) or 'string', or None for a key the KG lacks."
@@ -383,18 +375,13 @@ class KeyValues:
 
     def units(self, key: str, qualifier: bool = False) -> list[str]:
         "The units of the quantities under `key`, most common first (first seen wins a tie)."
-        if (key, qualifier) not in self._units:
-            vals, rows = self._rows(key, qualifier)
-            ids = vals.unit[rows][vals.vtype[rows] == QUANTITY].tolist()
-            self._units[key, qualifier] = [self.kg.units.items[u] for u, _ in Counter(ids).most_common()]
+        if (key, qualifier) not in self._units: self._units[key, qualifier] = self.kg.key_units(key, qualifier)
         return self._units[key, qualifier]
 
     def strings(self, key: str, qualifier: bool = False) -> dict[str, list[str]]:
         "normal form -> the string values under `key` that have it."
         if (key, qualifier) not in self._strings:
-            vals, rows = self._rows(key, qualifier)
-            sids = np.unique(vals.sid[rows][vals.vtype[rows] == STRING])
-            self._strings[key, qualifier] = normal_index(self.kg.strings.items[s] for s in sids.tolist())
+            self._strings[key, qualifier] = normal_index(self.kg.key_strings(key, qualifier))
         return self._strings[key, qualifier]
 
 # %% ../nbs/17_grounding.ipynb #75043cbc
@@ -579,7 +566,7 @@ class Grounder:
         self.model = getattr(backend, 'model', '') if backend is not None else ''
         elements = kg_elements(kg)
         self.names = {k: set(v) for k, v in elements.items()}
-        self.names['entities'] |= set(kg.name_index)  # `Find` finds concepts by name too
+        self.names['entities'] |= set(elements['concepts'])  # `Find` finds concepts by name too
         for k, v in elements.items(): self.names['normal_' + k] = normal_index(v)
         self.values = KeyValues(kg)
         self.cache = DecisionCache(Path(cache_path) if cache_path else cache_dir('grounding')/'decisions.sqlite') if use_cache else None

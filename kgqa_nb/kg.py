@@ -5,7 +5,7 @@
 # %% ../nbs/01_kg.ipynb #926a8860
 from __future__ import annotations
 import gc, json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
@@ -16,7 +16,7 @@ from .core import KGQAError
 # %% auto #0
 __all__ = ['STRING', 'QUANTITY', 'DATE', 'YEAR', 'VALUE_TYPES', 'Value', 'KGFormatError', 'Where', 'parse_time', 'Vocab',
            'ValueArrays', 'KG', 'KGBuilder', 'from_kopl_dict', 'to_old_schema', 'read_metaqa_triples', 'load_metaqa',
-           'load_kb']
+           'load_kb', 'gather_rows']
 
 # %% ../nbs/01_kg.ipynb #7dbcbfad
 STRING, QUANTITY, DATE, YEAR = 0, 1, 2, 3
@@ -407,3 +407,96 @@ def load_kb(path: str | Path) -> KG:
         try: kb = json.loads(path.read_text(encoding='utf-8'))
         except json.JSONDecodeError as e: raise KGFormatError(f'{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})') from None
         return from_kopl_dict(kb, str(path))
+
+# %% ../nbs/01_kg.ipynb #841f2136
+def gather_rows(ptr: np.ndarray,  # a CSR pointer array (e.g. `KG.rel_ptr`)
+                nodes,  # the groups whose slices to take
+               ) -> np.ndarray:
+    "The row numbers of all CSR slices ptr[n]:ptr[n+1] for n in nodes, concatenated."
+    nodes = np.asarray(nodes, dtype=np.int64)
+    starts, lens = ptr[nodes], ptr[nodes + 1] - ptr[nodes]
+    total = int(lens.sum())
+    if total == 0: return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
+    return offsets + np.arange(total)
+
+def _elements(self) -> dict[str, list[str]]:
+    "The distinct names of each element type (entities, concepts, relations, attributes, qualifiers), in KG order."
+    ents = [n for n, c in zip(self.names, self.is_concept) if not c]
+    return {'entities': list(dict.fromkeys(ents)), 'concepts': list(dict.fromkeys(self.concept_names)),
+            'relations': list(self.relations.items),
+            'attributes': [self.keys.items[k] for k in np.unique(self.attr_key).tolist()],
+            'qualifiers': [self.keys.items[k] for k in np.unique(self.qual_key).tolist()]}
+
+def _unit_names(self) -> list[str]:
+    "Every unit a quantity of the KG has ('1': none), in first-seen order."
+    return list(self.units.items)
+
+def _start_nodes(self, name: str,  # an entity or concept name
+                 concept: bool,  # True: `name` is a concept, start from its members
+                ) -> np.ndarray:
+    "Sorted ids of the entities called `name`, or of every member of the concepts called `name`."
+    ids = [i for i in self.find(name) if bool(self.is_concept[i]) == concept]
+    if not concept: return np.asarray(sorted(ids), dtype=np.int64)
+    members = [self.concept_members.get(i, np.zeros(0, dtype=np.int32)) for i in ids]
+    return np.unique(np.concatenate(members).astype(np.int64)) if members else np.zeros(0, dtype=np.int64)
+
+def _neighbourhood(self, nodes,  # item ids
+                   relations=None,  # keep only these relation names (None: all)
+                   keys=None,  # keep only these attribute keys (None: all)
+                  ) -> tuple[list, list]:
+    """One BFS level around `nodes`: [(relation, direction, far-end ids, qualifier keys)] of their relation facts and
+    [(key, qualifier keys)] of their attribute facts, in KG order (relation id then direction, key id)."""
+    nodes = np.asarray(nodes, dtype=np.int64)
+    def qkeys(facts: np.ndarray) -> list[str]:
+        if not len(facts): return []
+        return [self.keys.items[q] for q in np.unique(self.qual_key[gather_rows(self.qual_ptr, facts)]).tolist()]
+    rows = gather_rows(self.rel_ptr, nodes)
+    code = 2 * self.rel_rel[rows].astype(np.int64) + self.rel_dir[rows]
+    rels = []
+    for c in np.unique(code).tolist():
+        r = self.relations.items[c // 2]
+        if relations is not None and r not in relations: continue
+        sel = rows[code == c]
+        objs = self.rel_obj[sel]
+        far = np.unique(objs[objs >= 0]).astype(np.int64)
+        rels.append((r, ('forward', 'backward')[c % 2], far, qkeys(self.n_attr + sel)))
+    arows = gather_rows(self.attr_ptr, nodes)
+    ks = self.attr_key[arows]
+    attrs = [(self.keys.items[k], qkeys(arows[ks == k])) for k in np.unique(ks).tolist()
+             if keys is None or self.keys.items[k] in keys]
+    return rels, attrs
+
+def _item_schema(self, name: str,  # an entity (or concept) name
+                ) -> set[tuple]:
+    "Every ('relation', r, direction) and ('key', k) that the items called `name` have."
+    out = set()
+    for i in self.find(name):
+        for j in range(self.rel_ptr[i], self.rel_ptr[i + 1]):
+            out.add(('relation', self.relations.items[self.rel_rel[j]], ('forward', 'backward')[self.rel_dir[j]]))
+        for j in range(self.attr_ptr[i], self.attr_ptr[i + 1]): out.add(('key', self.keys.items[self.attr_key[j]]))
+    return out
+
+def _key_values(self, key: str, qualifier: bool) -> tuple[ValueArrays, np.ndarray]:
+    "(value table, rows) of the attribute (or qualifier) values under `key`, in row order."
+    if not qualifier: return self.attr_val, self.attr_rows(key)
+    k = self.keys.get(key)
+    return self.qual_val, (np.flatnonzero(self.qual_key == k) if k >= 0 else np.zeros(0, dtype=np.int64))
+
+def _key_units(self, key: str,  # an attribute or qualifier key
+               qualifier: bool = False,  # the qualifier values under `key` (else the attribute values)
+              ) -> list[str]:
+    "The units of the quantities under `key`, most common first (first seen wins a tie)."
+    vals, rows = _key_values(self, key, qualifier)
+    ids = vals.unit[rows][vals.vtype[rows] == QUANTITY].tolist()
+    return [self.units.items[u] for u, _ in Counter(ids).most_common()]
+
+def _key_strings(self, key: str,  # an attribute or qualifier key
+                 qualifier: bool = False,  # the qualifier values under `key` (else the attribute values)
+                ) -> list[str]:
+    "The distinct string values under `key`, in first-seen order."
+    vals, rows = _key_values(self, key, qualifier)
+    return [self.strings.items[s] for s in np.unique(vals.sid[rows][vals.vtype[rows] == STRING]).tolist()]
+
+KG.elements, KG.unit_names, KG.start_nodes, KG.neighbourhood = _elements, _unit_names, _start_nodes, _neighbourhood
+KG.item_schema, KG.key_units, KG.key_strings = _item_schema, _key_units, _key_strings

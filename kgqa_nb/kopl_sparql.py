@@ -20,9 +20,9 @@ from . import rdf
 from .rdf import Pred, XSD_NS, key_iri, stored_iri, iri_name, iri_row
 
 # %% auto #0
-__all__ = ['PREFIXES', 'SETS', 'VALUE_TYPES', 'BACKENDS', 'OxigraphStore', 'as_store', 'solutions', 'Target', 'read_target',
-           'Plan', 'Compiler', 'compile_program', 'kopl_to_sparql', 'finish', 'supports_lateral', 'kb_hash',
-           'read_key_types', 'SparqlExecutor', 'BackendError', 'kg_executor', 'sparql_vocabulary']
+__all__ = ['PREFIXES', 'SETS', 'VALUE_TYPES', 'BACKENDS', 'OxigraphStore', 'as_store', 'solutions', 'string_expr', 'Target',
+           'read_target', 'Plan', 'Compiler', 'compile_program', 'kopl_to_sparql', 'finish', 'supports_lateral',
+           'kb_hash', 'read_key_types', 'SparqlExecutor', 'BackendError', 'kg_executor', 'sparql_vocabulary']
 
 # %% ../nbs/30_kopl_sparql.ipynb #cf75a064
 class OxigraphStore(SparqlStore):
@@ -87,7 +87,10 @@ def _concat(text: str) -> str:
     parts = re.split(r'(\\)', rdf.unicode_text(text))
     return 'CONCAT(' + ', '.join('"\\\\"' if p == '\\' else sparql_string(p) for p in parts if p) + ', "")'
 
-def _string(text: str) -> str: return _lit(text) if _lit(text) is not None else _concat(text)
+def string_expr(text: str) -> str:
+    "`text` as a SPARQL expression equal to its exported literal: a string literal, or a CONCAT (a backslash before u)."
+    return _lit(text) if _lit(text) is not None else _concat(text)
+
 def _double(x: float) -> str: return f'"{rdf.double_lexical(x)}"^^xsd:double'
 
 @dataclass(frozen=True)
@@ -132,7 +135,8 @@ class _Query:
             return self.match(v, 'p:value', t.text)
         if t.vtype == QUANTITY:
             n, u = self.var('n'), self.var('u')
-            return [f'{v} p:unit {u} .', f'{v} p:value {n} .', f'FILTER({u} = {_string(t.unit)} && {n} {op} {_double(t.num)})']
+            test = f'FILTER({u} = {string_expr(t.unit)} && {n} {op} {_double(t.num)})'
+            return [f'{v} p:unit {u} .', f'{v} p:value {n} .', test]
         y = self.var('y')
         if t.vtype == YEAR: return [f'{v} p:year {y} .', f'FILTER({y} {op} {t.year})']
         d, day = self.var('d'), f'"{t.iso}"^^xsd:date'
@@ -435,7 +439,7 @@ class SparqlExecutor:
     "Runs KoPL programs on a SPARQL store holding the RDF view of a KG, with `KoPLExecutor.answer`'s answers."
     def __init__(self, store,  # a pyoxigraph Store, an Oxigraph store folder, an http(s) endpoint URL, or a SparqlStore
                  lateral: bool | None = None,  # use LATERAL (Oxigraph); None: where the store accepts it
-                 kg: KG | None = None,  # a local copy of the KG when there is one: its vocabulary (KG-level grammar)
+                 kg=None,  # the KG's vocabulary for the KG-level grammar: a local `KG`, or a `remote_kg.EndpointKG`
                 ):
         self.store = as_store(store)
         self._key_types, self._lateral = None, lateral
@@ -475,20 +479,19 @@ class BackendError(KGQAError, ValueError):
 
 BACKENDS = ('memory', 'oxigraph')  # and any http(s) SPARQL endpoint URL
 
-def kg_executor(kg,  # a `KG` (None is allowed for an endpoint URL)
+def kg_executor(kg,  # a `KG`; for an endpoint URL also None, or the endpoint's own `remote_kg.EndpointKG`
                 backend: str = 'memory',  # 'memory', 'oxigraph', or an http(s) SPARQL endpoint URL
                 lateral: bool | None = None,  # for SPARQL backends: see `SparqlExecutor`
                ):
     "An executor of KoPL programs over `kg`: `KoPLExecutor` in memory, or a `SparqlExecutor` on Oxigraph or an endpoint."
-    if backend == 'memory':
-        if kg is None: raise BackendError("the 'memory' backend needs a KG")
-        return KoPLExecutor(kg)
-    if backend == 'oxigraph':
-        if kg is None: raise BackendError("the 'oxigraph' backend needs a KG to build its store from")
-        return SparqlExecutor(rdf.oxigraph_store(kg), lateral, kg)
+    if backend in BACKENDS and not isinstance(kg, KG):
+        what = 'a KG' if backend == 'memory' else 'a KG to build its store from'
+        raise BackendError(f"the {backend!r} backend needs {what} in memory, got {type(kg).__name__}")
+    if backend == 'memory': return KoPLExecutor(kg)
+    if backend == 'oxigraph': return SparqlExecutor(rdf.oxigraph_store(kg), lateral, kg)
     if isinstance(backend, str) and backend.startswith(('http://', 'https://')):
         ex = SparqlExecutor(EndpointStore(backend), lateral, kg)
-        if kg is not None:
+        if isinstance(kg, KG):
             held, want = kb_hash(ex.store), rdf.kg_fingerprint(kg)
             if held is not None and held != want:
                 raise BackendError(f'the endpoint {backend} holds another KB (content hash {held}; this KG has {want}): '
@@ -504,8 +507,7 @@ def sparql_vocabulary(store,  # what `SparqlExecutor` accepts: a Store, a folder
                       max_entity_names: int | None = None,  # default: `kgqa_nb.grammar.MAX_ENTITY_NAMES`
                      ):
     "The `kgqa_nb.grammar.KGVocabulary` of the KG in `store`, equal to `kg_vocabulary(kg)`, read once and cached."
-    from types import SimpleNamespace
-    from kgqa_nb.grammar import KGVocabulary, MAX_ENTITY_NAMES, _typed_keys
+    from kgqa_nb.grammar import KGVocabulary, MAX_ENTITY_NAMES, typed_keys
     store = as_store(store)
     limit = MAX_ENTITY_NAMES if max_entity_names is None else max_entity_names
     held = kb_hash(store)
@@ -525,8 +527,7 @@ def sparql_vocabulary(store,  # what `SparqlExecutor` accepts: a Store, a folder
         types = read_key_types(store)
         for slot, cls in (('key', 'AttributeKey'), ('qkey', 'QualifierKey')):
             keys = sorted(iri_name(k) for k in col(f'SELECT ?k WHERE {{ ?k a p:{cls} }}'))
-            kg_like = SimpleNamespace(keys=SimpleNamespace(items=keys), key_type=types)  # `kg_vocabulary`'s own grouping
-            names.update({f'{slot}:{t}': v for t, v in _typed_keys(kg_like, list(range(len(keys)))).items()})
+            names.update({f'{slot}:{t}': v for t, v in typed_keys(keys, types).items()})
         units = sorted(u for u in set(col('SELECT DISTINCT ?u WHERE { ?v p:unit ?u }')) if u != '1')
         vocab = KGVocabulary(names, units, str(source), len(entities) <= limit)
         if path is not None:

@@ -160,11 +160,11 @@ class EntityLinker:
         self.kg, self.index, self.nlp = kg, index, nlp or load_spacy()
         self.fuzzy_threshold, self.embedding_threshold = fuzzy_threshold, embedding_threshold
         self.concept_embedding_threshold = concept_embedding_threshold
-        self.entity_names = list(dict.fromkeys(n for n, c in zip(kg.names, kg.is_concept) if not c))
-        self.concept_names = list(dict.fromkeys(kg.concept_names))
+        el = kg.elements()  # the KG access protocol: a local `KG` or an endpoint's `remote_kg.EndpointKG`
+        self.entity_names, self.concept_names = list(el['entities']), list(el['concepts'])
         self.entities = name_table(self.entity_names)
         self.concepts = concept_table(self.concept_names, DEFAULT_CONCEPT_ALIASES if concept_aliases is None else concept_aliases)
-        self.schema = {_norm(n) for n in [*kg.relations.items, *kg.keys.items]}  # relation, attribute and qualifier names
+        self.schema = {_norm(n) for n in [*el['relations'], *el['attributes'], *el['qualifiers']]}  # relations, keys
         longest = max([len(_TOKEN.findall(n)) for n in [*self.entities, *self.concepts, *self.schema]] or [1])
         self.max_span = min(longest, 16)  # in tokens; the regex splits at least as finely as spaCy
         self._stopwords = load_stopwords()

@@ -483,15 +483,17 @@ def metaqa_stages(backend: LLMBackend,  # the LLM
                   theta: float = 0.5,  # facts threshold
                   root: str | Path | None = None,  # a MetaQA-format folder (default: the data folder's `metaqa`)
                   kg_backend: str = 'memory',  # where programs run: 'memory', 'oxigraph' or a SPARQL endpoint URL
+                  kg_source: str = 'auto',  # the KG the other stages read: 'local', 'endpoint', 'auto' (`stages_kg`)
                  ) -> Stages:
     "The stages of a MetaQA run (on the real MetaQA, or any folder in its layout such as `metaqa.mini_metaqa_dir()`)."
     from kgqa_nb.kopl_sparql import kg_executor
     from kgqa_nb.core import data_dir
-    from kgqa_nb.kg import load_kb
+    from kgqa_nb.remote_kg import stages_kg
     from kgqa_nb.facts import FactsExtractor
     from kgqa_nb.linking import link_metaqa
     from kgqa_nb.demos import DemoIndex, coverage_pool
-    kg = load_kb(Path(root)/'kb.txt' if root is not None else data_dir('metaqa/kb.txt'))
+    kb_txt = Path(root)/'kb.txt' if root is not None else data_dir('metaqa/kb.txt', must_exist=False)
+    kg = stages_kg(kb_txt, kg_backend, kg_source)
     pool = metaqa_demo_pool(exclude, root=root)
     demos = metaqa_fixed_demos(pool, n_demos, seed)
     index_pool = coverage_pool([q for h in sorted(pool) for q in pool[h]], pool_size, seed=seed)

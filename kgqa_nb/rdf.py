@@ -28,7 +28,7 @@ __all__ = ['RDF_FORMAT_VERSION', 'NS', 'PRED_NS', 'ITEM_NS', 'REL_NS', 'KEY_NS',
            'oxigraph_store', 'store_build_info', 'kg_description', 'rdf_description']
 
 # %% ../nbs/29_rdf.ipynb #801c483f
-RDF_FORMAT_VERSION = 1  # bump when the triples written for a KG change: cached stores are keyed by it
+RDF_FORMAT_VERSION = 2  # bump when the triples written for a KG change: cached stores are keyed by it (2: pred:rank)
 NS = 'https://kgqa-nb.github.io/kb/'
 PRED_NS, ITEM_NS, REL_NS, KEY_NS, FACT_NS, VALUE_NS = (NS + s for s in ('pred/', 'item/', 'rel/', 'key/', 'fact/', 'value/'))
 FORWARD_NS, BACKWARD_NS = NS + 'forward/', NS + 'backward/'
@@ -43,6 +43,7 @@ class Pred:
     value, unit, date, year = PRED_NS + 'value', PRED_NS + 'unit', PRED_NS + 'date', PRED_NS + 'year'
     fact_h, fact_r, fact_t, direction = PRED_NS + 'fact_h', PRED_NS + 'fact_r', PRED_NS + 'fact_t', PRED_NS + 'direction'
     value_type, content_hash, format_version = PRED_NS + 'value_type', PRED_NS + 'content_hash', PRED_NS + 'format_version'
+    rank = PRED_NS + 'rank'  # an item's, relation's or key's id in the `KG`: the KG's own order
     Concept, Relation = PRED_NS + 'Concept', PRED_NS + 'Relation'
     AttributeKey, QualifierKey = PRED_NS + 'AttributeKey', PRED_NS + 'QualifierKey'
 
@@ -176,7 +177,7 @@ class _Writer:
     def item(self, i: int) -> str:
         "Every triple about item `i`: its name and concepts, its attribute facts, the relation facts stored on it."
         kg, p, me = self.kg, self.p, self.items[i]
-        out = [f'{me} {p["name"]} {nt_string(kg.names[i])} .\n']
+        out = [f'{me} {p["name"]} {nt_string(kg.names[i])} .\n{me} {p["rank"]} "{i}"^^<{XSD_NS}integer> .\n']
         concept = bool(kg.is_concept[i])
         if concept: out.append(f'{me} <{RDF_TYPE}> {p["Concept"]} .\n')
         up = p['subclass_of'] if concept else p['instance_of']
@@ -201,11 +202,13 @@ class _Writer:
     def vocabulary(self, fingerprint: str) -> str:
         "The relations and keys (labels, value types, where they are used) and the export's own description."
         kg, p, out = self.kg, self.p, []
-        for r, iri in zip(kg.relations.items, self.rels):
-            out.append(f'{iri} <{RDF_TYPE}> {p["Relation"]} .\n{iri} <{RDFS_LABEL}> {nt_string(r)} .\n')
+        rank = lambda n: f'"{n}"^^<{XSD_NS}integer>'
+        for n, (r, iri) in enumerate(zip(kg.relations.items, self.rels)):
+            out.append(f'{iri} <{RDF_TYPE}> {p["Relation"]} .\n{iri} <{RDFS_LABEL}> {nt_string(r)} .\n'
+                       f'{iri} {p["rank"]} {rank(n)} .\n')
         on_attr, on_qual = set(np.unique(kg.attr_key).tolist()), set(np.unique(kg.qual_key).tolist())
         for k, (name, iri) in enumerate(zip(kg.keys.items, self.keys)):
-            out.append(f'{iri} <{RDFS_LABEL}> {nt_string(name)} .\n')
+            out.append(f'{iri} <{RDFS_LABEL}> {nt_string(name)} .\n{iri} {p["rank"]} {rank(k)} .\n')
             if name in kg.key_type: out.append(f'{iri} {p["value_type"]} {nt_string(kg.key_type[name])} .\n')
             if k in on_attr: out.append(f'{iri} <{RDF_TYPE}> {p["AttributeKey"]} .\n')
             if k in on_qual: out.append(f'{iri} <{RDF_TYPE}> {p["QualifierKey"]} .\n')
@@ -242,11 +245,11 @@ def expected_triples(kg: KG) -> dict:
     per = lambda vals: int(sum(_VALUE_TRIPLES[t] * int(n) for t, n in zip(*np.unique(vals.vtype, return_counts=True))))
     anc_ptr, _ = _ancestors(kg)
     keys = len(kg.keys) + len(kg.key_type) + len(np.unique(kg.attr_key)) + len(np.unique(kg.qual_key))
-    return {'items': kg.n_items + int(kg.is_concept.sum()) + int(anc_ptr[-1]),
+    return {'items': 2 * kg.n_items + int(kg.is_concept.sum()) + int(anc_ptr[-1]),
             'attribute_facts': 4 * kg.n_attr + per(kg.attr_val),
             'relation_facts': 5 * int((kg.rel_obj >= 0).sum()) + int(_direct_rows(kg).sum()),
             'qualifiers': len(kg.qual_key) + per(kg.qual_val),
-            'vocabulary': 2 * len(kg.relations) + keys + 2}
+            'vocabulary': 3 * len(kg.relations) + len(kg.keys) + keys + 2}
 
 # %% ../nbs/29_rdf.ipynb #aedbc2ce
 _OPEN: dict = {}  # path -> the read-only pyoxigraph Store opened on it in this process
