@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 import numpy as np
 from .core import KGQAError, cache_dir
-from .kg import KG, load_kb
+from .kg import load_kb
 from .rdf import BACKWARD_NS, FORWARD_NS, KEY_NS, VALUE_NS, Pred, item_iri, iri_name, key_iri, stored_iri
 from .kopl_sparql import PREFIXES, as_store, kb_hash, read_key_types, solutions, string_expr
 
@@ -259,8 +259,9 @@ class EndpointKG:
                 ks, filt = ('', key_filter) if keys is None else (_values('?k', [key_iri(k) for k in sorted(keys)]), '')
                 have = self._select(f'SELECT DISTINCT ?k WHERE {{ {xs} {ks} ?x ?k ?v . {filt} }}')
                 present |= {iri_name(r[0]) for r in have}
-                for k, q in self._select(f'SELECT DISTINCT ?k ?qk WHERE {{ {xs} {ks} ?x ?k ?v . {filt} ?f p:fact_t ?v . '
-                                         f'?f ?qk ?q . FILTER(STRSTARTS(STR(?qk), "{KEY_NS}")) }}'):
+                quals = (f'SELECT DISTINCT ?k ?qk WHERE {{ {xs} {ks} ?x ?k ?v . {filt} ?f p:fact_t ?v . '
+                         f'?f ?qk ?q . FILTER(STRSTARTS(STR(?qk), "{KEY_NS}")) }}')
+                for k, q in self._select(quals):
                     aquals.setdefault(iri_name(k), set()).add(iri_name(q))
         last = len(self._key_rank) + len(self._rel_rank)
         order = lambda qs: sorted(qs, key=lambda k: self._key_rank.get(k, last))
