@@ -509,6 +509,10 @@ def symkgqa_grammar(vocab: KGVocabulary | None = None,  # names from the KG ('kg
 # %% ../nbs/23_grammar.ipynb #9bf87f87
 def _kb_var(k: int) -> str: return 'expression' if k == 0 else f'expression{k}'
 
+def _non_blank_quoted(q: str):  # `q`-quoted text whose first character is not blank: `validate_sexpr` needs a name
+    inner = alt(Chars(q + '\\\n', True), _ESCAPE)
+    return seq(q, alt(Chars(q + '\\\n\t ', True), _ESCAPE), Rep(inner, 0, MAX_TEXT - 1), q)
+
 def kbcoder_grammar(vocab: KGVocabulary | None = None,  # relation names from the KG ('kg' level); None: 'syntax' level
                     max_depth: int = 3,  # most expressions open at once
                     max_steps: int = MAX_STEPS,  # most calls
@@ -516,16 +520,19 @@ def kbcoder_grammar(vocab: KGVocabulary | None = None,  # relation names from th
                    ) -> Grammar:
     """KB-Coder's call sequence after the prompt's `question = ...` line: `expression = START('...')`, then JOIN, AND,
     ARG, CMP and COUNT calls with their arities and operators (from `kgqa_nb.prompts`), a fresh `expressionN` for each
-    further START, AND joining the last two open expressions, and `expression = STOP(expression)` when one is left."""
+    further START, AND joining the last two open expressions, and `expression = STOP(expression)` when one is left.
+    What `kgqa_nb.sexpr.validate_sexpr` requires holds too: CMP compares a relation with a value, so it follows the
+    START of that value (`expression1 = START('1993')`, `expression1 = CMP('>', 'r', expression1)`); COUNT and ARG
+    only close the whole expression (STOP follows); names and relations are not blank."""
     g = Grammar(); args = ArgRules(g, 'python', vocab)
-    text, rel = args.free_text(), args.slot('relation')
+    text = g.add('kb-text', alt(_non_blank_quoted("'"), _non_blank_quoted('"')))
+    rel = args.slot('relation') if vocab is not None else text
     if rel is None: raise GrammarError('the KG has no relation names')
-    g.add('kb-text', text)
     arg_op = g.add('kb-arg-op', alt(*(repr(o) for o in ARG_OPS)))
     cmp_op = g.add('kb-cmp-op', alt(*(repr(o) for o in CMP_OPS)))
     name = lambda s: _state_name('kb', *s[0], 'c' + str(s[1]), s[2], s[3])
-    first = ((0,), 0, 'e', 1)
-    g.add('root', seq('expression = START(', Ref('kb-text'), ')\n', Ref(name(first))))
+    first = ((0,), 0, 's', 1)  # the top expression's type: 's' a bare START, 'e' entities, 'n' closed (COUNT, ARG)
+    g.add('root', seq('expression = START(', text, ')\n', Ref(name(first))))
     todo, seen = [first], {first}
     while todo:
         s = todo.pop()
@@ -535,13 +542,14 @@ def kbcoder_grammar(vocab: KGVocabulary | None = None,  # relation names from th
             if nxt[3] + len(nxt[0]) - 1 > max_steps: return
             options.append(seq(*line, Ref(name(nxt))))
             if nxt not in seen: seen.add(nxt); todo.append(nxt)
-        if t == 'e':
+        if t in 'se':
             go((stack, c, 'e', k + 1), f'{v} = JOIN(', rel, f', {v})\n')
-            go((stack, c, 'e', k + 1), f'{v} = ARG(', arg_op, f', {v}, ', rel, ')\n')
-            go((stack, c, 'e', k + 1), f'{v} = CMP(', cmp_op, ', ', rel, f', {v})\n')
-            if len(stack) == 1: go((stack, c, 'n', k + 1), f'{v} = COUNT({v})\n')
+            if t == 's': go((stack, c, 'e', k + 1), f'{v} = CMP(', cmp_op, ', ', rel, f', {v})\n')
+            if len(stack) == 1:
+                go((stack, c, 'n', k + 1), f'{v} = ARG(', arg_op, f', {v}, ', rel, ')\n')
+                go((stack, c, 'n', k + 1), f'{v} = COUNT({v})\n')
             if len(stack) < max_depth and c + 1 < max_branches:
-                go((stack + (c + 1,), c + 1, 'e', k + 1), f'{_kb_var(c + 1)} = START(', Ref('kb-text'), ')\n')
+                go((stack + (c + 1,), c + 1, 's', k + 1), f'{_kb_var(c + 1)} = START(', text, ')\n')
             if len(stack) > 1:
                 u = _kb_var(stack[-2])
                 go((stack[:-1], c, 'e', k + 1), f'{u} = AND({u}, {v})\n')
