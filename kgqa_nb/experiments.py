@@ -384,6 +384,8 @@ REPORT_SECTIONS = [
     ('facts_extraction/metrics.json', 'Facts extraction precision/recall against theta (facts_extraction)', read_facts, ['facts_extraction/pr_theta.png']),
     ('bench_complex.json', 'ComplEx link prediction (bench_complex)', read_bench_complex, ['bench_complex.png']),
     ('bench_executor.json', 'KoPL executor benchmark (bench_executor)', read_bench_executor, ['bench_executor.png']),
+    ('bench_sparql.md', 'KoPL on SPARQL engines: in memory, embedded Oxigraph, Oxigraph server, Virtuoso (bench_sparql)',
+     None, ['bench_sparql.png']),
     ('benchgen_stats.md', 'Demo benchmark statistics (benchgen_stats)', None, []),
     ('bench_throughput.md', 'Throughput against concurrency: replay server and llama.cpp server (bench_throughput)', None,
      ['bench_throughput.png']),
