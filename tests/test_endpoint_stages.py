@@ -36,16 +36,22 @@ def nt_files(tmp_path_factory):
     return {name: rdf.write_ntriples(kg_of(name), folder/f'{name}.nt') for name in KBS}
 
 
-@pytest.fixture(scope='module', params=['embedded', *ENGINES])
-def engine(request, nt_files):
-    "{kb name: (store, endpoint URL or None)} on one engine."
-    if request.param == 'embedded':
+def running(kind: str, nt_files):
+    "{kb name: (store, endpoint URL or None)} on one engine ('embedded': in process, no URL)."
+    if kind == 'embedded':
         yield {name: (OxigraphStore(rdf.oxigraph_store(kg_of(name))), None) for name in KBS}
         return
-    need_engine(request.param)
+    need_engine(kind)
     with ExitStack() as stack:
-        servers = {name: stack.enter_context(ENGINES[request.param][0](nt)) for name, nt in nt_files.items()}
+        servers = {name: stack.enter_context(ENGINES[kind][0](nt)) for name, nt in nt_files.items()}
         yield {name: (s.store(), s.url) for name, s in servers.items()}
+
+@pytest.fixture(scope='module', params=['embedded', *ENGINES])
+def engine(request, nt_files): yield from running(request.param, nt_files)
+
+@pytest.fixture(scope='module', params=list(ENGINES))
+def server(request, nt_files):  # endpoint-only pipelines need a URL: the servers, not embedded Oxigraph
+    yield from running(request.param, nt_files)
 
 
 @pytest.fixture(scope='module')
@@ -169,14 +175,13 @@ def endpoint_only_copy(src, dst, kb_file: str):
 
 
 @pytest.mark.parametrize('config', ['codealign', 'codealign_kg', 'symkgqa'])
-def test_metaqa_pipeline_on_an_endpoint_only_kg(engine, tmp_path, config):
+def test_metaqa_pipeline_on_an_endpoint_only_kg(server, tmp_path, config):
     "No kb.txt in the folder: linking, facts, retrieval, grounding, grammar and execution all go to the endpoint."
     from test_mini_metaqa import scripted_gold
     from kgqa_nb.experiments import experiment_config
     from kgqa_nb.llm import FakeBackend
     from kgqa_nb.pipeline import metaqa_questions, metaqa_stages, run_pipeline, summarize
-    url = engine['mini-metaqa'][1]
-    if url is None: pytest.skip('endpoint-only stages need an endpoint URL (embedded Oxigraph has none)')
+    url = server['mini-metaqa'][1]
     root, bare = mini_metaqa_dir(), endpoint_only_copy(mini_metaqa_dir(), tmp_path/'metaqa', 'kb.txt')
     qs = metaqa_questions(n_per_hop=6, root=root)
     cfg = experiment_config(config)
@@ -194,14 +199,13 @@ def test_metaqa_pipeline_on_an_endpoint_only_kg(engine, tmp_path, config):
     assert hits['endpoint'] == hits['local'] == 100.0, hits
 
 
-def test_kqapro_pipeline_on_an_endpoint_only_kg(engine, tmp_path):
+def test_kqapro_pipeline_on_an_endpoint_only_kg(server, tmp_path):
     "The demo benchmark without kb.json: spaCy linking against the endpoint's names, facts, grounding, execution."
     from kgqa_nb.experiments import kqapro_questions, kqapro_rescore, kqapro_stages, experiment_config
     from kgqa_nb.llm import FakeBackend
     from kgqa_nb.pipeline import run_pipeline
     from kgqa_nb.prompts import CODEALIGN_ANSWER_START, codealign_steps
-    url = engine['demo'][1]
-    if url is None: pytest.skip('endpoint-only stages need an endpoint URL (embedded Oxigraph has none)')
+    url = server['demo'][1]
     folder = demo_benchmark(5, seed=0)
     bare = endpoint_only_copy(folder, tmp_path/'demo', 'kb.json')
     qs = kqapro_questions(folder, 'val', n=12)
