@@ -5,11 +5,13 @@
 # %% ../nbs/00_core.ipynb #ce847513
 from __future__ import annotations
 import io, json, os
+from contextlib import contextmanager
 from pathlib import Path
 
 # %% auto #0
 __all__ = ['DATA_ENV_VAR', 'CACHE_ENV_VAR', 'KGQAError', 'DataNotFoundError', 'data_dir', 'package_data', 'cache_dir',
-           'logical_path', 'has_widgets', 'progress_bar', 'JSONLError', 'read_jsonl', 'open_jsonl_append']
+           'logical_path', 'has_widgets', 'progress_bar', 'JSONLError', 'read_jsonl', 'open_jsonl_append', 'slug',
+           'file_lock']
 
 # %% ../nbs/00_core.ipynb #87f1468b
 class KGQAError(Exception):
@@ -119,3 +121,18 @@ def open_jsonl_append(path: str | Path,  # a JSONL records file (created with it
             except ValueError: keep, tail = start, b''  # torn: its item is done again
             with path.open('r+b') as f: f.truncate(keep); f.seek(keep); f.write(tail)
     return path.open('a', encoding='utf-8')
+
+# %% ../nbs/00_core.ipynb #793bc7c5
+def slug(name: str) -> str:
+    "A file-name-safe form of a name (e.g. a model name: 'sentence-transformers/all-MiniLM-L6-v2')."
+    return ''.join(c if c.isalnum() or c in '-_.' else '_' for c in name.strip('/')) or 'model'
+
+@contextmanager
+def file_lock(path: Path):
+    "Hold an exclusive lock on the file `path` (created with its folder) while the `with` block runs."
+    import fcntl  # POSIX only: imported here so that the rest of this module loads anywhere
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, 'w') as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try: yield
+        finally: fcntl.flock(f, fcntl.LOCK_UN)

@@ -13,8 +13,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
-from .core import KGQAError, cache_dir
-from .embed import Embedder, _SETTINGS_KW, _file_lock, _slug
+from .core import KGQAError, cache_dir, file_lock, slug
+from .embed import CHROMA_SETTINGS, Embedder
 from .facts import ENTITY_MASK, CONCEPT_MASK, load_stopwords, mask_question, oracle_mentions, words
 from .functions import ALIASES, FUNCTIONS, KoPLFunction, lookup
 from .prompts import Demo, DemoPool
@@ -272,9 +272,9 @@ class DemoIndex:
         self.lengths = np.array([len(content_words(m)) for m in self.masked])
         self.requirements = [find_requirements(d.program) for d in self.demos]
         self.fingerprint = pool_fingerprint(self.demos, self.skeletons, self.masked)
-        self.dir = Path(path or cache_dir('demo_indexes'))/f'{self.fingerprint}-{_slug(self.embedder.model_name)}'
+        self.dir = Path(path or cache_dir('demo_indexes'))/f'{self.fingerprint}-{slug(self.embedder.model_name)}'
         self.built, self.build_seconds = False, 0.0
-        with _file_lock(self.dir.parent/f'.{self.dir.name}.lock'):
+        with file_lock(self.dir.parent/f'.{self.dir.name}.lock'):
             if not self._complete(): self._build()
             self.client = self._client()
             self.collections = {c: self.client.get_collection(c) for c in COLLECTIONS}
@@ -288,7 +288,7 @@ class DemoIndex:
     def _client(self):
         import chromadb
         from chromadb.config import Settings
-        return chromadb.PersistentClient(path=str(self.dir), settings=Settings(**_SETTINGS_KW))
+        return chromadb.PersistentClient(path=str(self.dir), settings=Settings(**CHROMA_SETTINGS))
 
     def _complete(self) -> bool:
         try: return json.loads((self.dir/'manifest.json').read_text())['count'] == len(self.demos)

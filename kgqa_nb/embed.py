@@ -4,24 +4,22 @@
 
 # %% ../nbs/13_embed.ipynb #42b3a949
 from __future__ import annotations
-import fcntl
 import hashlib
 import json
 import os
 import sqlite3
 import time
-from contextlib import contextmanager
 from pathlib import Path
 import numpy as np
 from .core import progress_bar
 from .core import KGQAError
 
 # %% auto #0
-__all__ = ['DEFAULT_MODEL', 'LOCAL_MODELS', 'KINDS', 'EmbeddingError', 'load_model', 'VectorCache', 'Embedder', 'element_text',
-           'kg_elements', 'kg_fingerprint', 'KGIndex']
+__all__ = ['DEFAULT_MODEL', 'LOCAL_MODELS', 'KINDS', 'CHROMA_SETTINGS', 'EmbeddingError', 'load_model', 'VectorCache', 'Embedder',
+           'element_text', 'kg_elements', 'kg_fingerprint', 'KGIndex']
 
 # %% ../nbs/13_embed.ipynb #84a13b1f
-from .core import cache_dir, CACHE_ENV_VAR
+from .core import cache_dir, CACHE_ENV_VAR, file_lock, slug
 DEFAULT_MODEL = 'all-MiniLM-L6-v2'
 
 class EmbeddingError(KGQAError):
@@ -59,10 +57,6 @@ def load_model(name: str = DEFAULT_MODEL,  # a short name in LOCAL_MODELS, a mod
     return _MODELS[name]
 
 # %% ../nbs/13_embed.ipynb #ba0722be
-def _slug(name: str) -> str:
-    "A file-name-safe form of a model name."
-    return ''.join(c if c.isalnum() or c in '-_.' else '_' for c in name.strip('/')) or 'model'
-
 class VectorCache:
     "Vectors keyed by text in one SQLite file (one file per model)."
     def __init__(self, path: str | Path):  # the .sqlite file
@@ -102,7 +96,7 @@ class Embedder:
                  batch_size: int = 128,  # texts per model call
                 ):
         self.model_name, self.batch_size = model, batch_size
-        self.cache = VectorCache(cache or cache_dir('embeddings')/f'{_slug(model)}.sqlite')
+        self.cache = VectorCache(cache or cache_dir('embeddings')/f'{slug(model)}.sqlite')
         self._mem: dict[str, np.ndarray] = {}
         self.stats = {'memory_hits': 0, 'disk_hits': 0, 'encoded': 0}
 
@@ -160,15 +154,7 @@ def kg_fingerprint(kg) -> str:
     return h.hexdigest()[:16]
 
 # %% ../nbs/13_embed.ipynb #de08344d
-_SETTINGS_KW = dict(anonymized_telemetry=False, allow_reset=False)
-
-@contextmanager
-def _file_lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, 'w') as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try: yield
-        finally: fcntl.flock(f, fcntl.LOCK_UN)
+CHROMA_SETTINGS = dict(anonymized_telemetry=False, allow_reset=False)  # every ChromaDB client the library opens
 
 class KGIndex:
     "Five ChromaDB collections (entities, concepts, relations, attributes, qualifiers) of one KG, built once per (KB, model)."
@@ -180,9 +166,9 @@ class KGIndex:
         self.embedder = embedder or Embedder()
         self.elements = kg_elements(kg)
         self.fingerprint = kg_fingerprint(kg)
-        self.dir = Path(path or cache_dir('indexes'))/f'{self.fingerprint}-{_slug(self.embedder.model_name)}'
+        self.dir = Path(path or cache_dir('indexes'))/f'{self.fingerprint}-{slug(self.embedder.model_name)}'
         self.built, self.build_seconds = False, 0.0
-        with _file_lock(self.dir.parent/f'.{self.dir.name}.lock'):
+        with file_lock(self.dir.parent/f'.{self.dir.name}.lock'):
             if not (self.dir/'manifest.json').exists(): self._build(progress)
             self.client = self._client()
             self.collections = {k: self.client.get_collection(k) for k in KINDS}
@@ -191,7 +177,7 @@ class KGIndex:
     def _client(self):
         import chromadb
         from chromadb.config import Settings
-        return chromadb.PersistentClient(path=str(self.dir), settings=Settings(**_SETTINGS_KW))
+        return chromadb.PersistentClient(path=str(self.dir), settings=Settings(**CHROMA_SETTINGS))
 
     def _build(self, progress: bool):
         t0 = time.perf_counter()
