@@ -1,5 +1,5 @@
-"""A question the pipeline crashed on stays in the denominator (kgqa_nb.pipeline, kgqa_nb.experiments): it is a miss
-in Hits@1, summaries show planned / answered / crashed counts, and tables of runs without crashes are unchanged."""
+"""A question the pipeline crashed on stays in the denominator (kgqa_nb.pipeline, kgqa_nb.kqapro, kgqa_nb.report): it is
+a miss in Hits@1, summaries show planned / answered / crashed counts, and tables of runs without crashes are unchanged."""
 import json
 from pathlib import Path
 
@@ -7,7 +7,8 @@ import pytest
 
 from kgqa_nb.pipeline import (PipelineConfig, Question, failure_table, is_crashed, question_counts, read_records,
                               summarize, summary_table)
-from kgqa_nb.experiments import constrained_rows, kqapro_rescore, pipeline_ablation_rows, read_run
+from kgqa_nb.report import constrained_rows, pipeline_ablation_rows, read_run
+from kgqa_nb.kqapro import kqapro_rescore
 from kgqa_nb.pipeline import NAMED_CONFIGS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -201,7 +201,8 @@ def test_metaqa_pipeline_on_an_endpoint_only_kg(server, tmp_path, config):
 
 def test_kqapro_pipeline_on_an_endpoint_only_kg(server, tmp_path):
     "The demo benchmark without kb.json: spaCy linking against the endpoint's names, facts, grounding, execution."
-    from kgqa_nb.experiments import kqapro_questions, kqapro_rescore, kqapro_stages, experiment_config
+    from kgqa_nb.kqapro import kqapro_questions, kqapro_rescore, kqapro_stages
+    from kgqa_nb.experiments import experiment_config
     from kgqa_nb.llm import FakeBackend
     from kgqa_nb.pipeline import run_pipeline
     from kgqa_nb.prompts import CODEALIGN_ANSWER_START, codealign_steps

@@ -46,7 +46,7 @@ def test_report_writes_page(tmp_path):
     run_nb('report.ipynb', tmp_path / 'r.ipynb', outputs_dir=str(ROOT / 'outputs'), out_path=str(page))
     text = page.read_text()
     assert text.startswith('# Results') and '## KQA Pro: the main job (run_kqapro)' in text
-    from kgqa_nb.experiments import REPORT_SECTIONS
+    from kgqa_nb.report import REPORT_SECTIONS
     for rel, *_ in REPORT_SECTIONS:  # every output has a section: its table or 'not run yet'
         assert f'Source: `{rel}`' in text
 
