@@ -24,11 +24,10 @@ from .parse import ParseResult, parse_generation
 from .prompts import Demo, PromptParts, codealign_prompt, symkgqa_prompt
 
 # %% auto #0
-__all__ = ['SYSTEMS', 'CONSTRAIN_LEVELS', 'LATER_FIELDS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'metaqa_questions',
-           'PipelineConfig', 'PipelineError', 'execute_answers', 'Stages', 'constraint_grammar', 'with_facts',
-           'build_prompt', 'ground_and_execute', 'score', 'answer_question', 'is_crashed', 'read_records',
-           'run_pipeline', 'summarize', 'failure_stage', 'interleave', 'subsample', 'metaqa_execute',
-           'metaqa_demo_pool', 'metaqa_fixed_demos', 'metaqa_stages', 'question_counts', 'incomplete', 'summary_table',
+__all__ = ['SYSTEMS', 'CONSTRAIN_LEVELS', 'LATER_FIELDS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'PipelineConfig',
+           'PipelineError', 'execute_answers', 'Stages', 'constraint_grammar', 'with_facts', 'build_prompt',
+           'ground_and_execute', 'score', 'answer_question', 'is_crashed', 'read_records', 'run_pipeline', 'summarize',
+           'failure_stage', 'interleave', 'subsample', 'question_counts', 'incomplete', 'summary_table',
            'failure_table', 'grounding_table']
 
 # %% ../nbs/18_pipeline.ipynb #050009b9
@@ -40,22 +39,6 @@ class Question:
     answers: list = field(default_factory=list)  # gold answers
     program: list | None = None  # gold KoPL program
     dataset: str = ''  # e.g. 'metaqa-2hop', used to group results
-
-def metaqa_questions(hops: Sequence[int] = (1, 2, 3),  # which hop splits
-                     n_per_hop: int = 100,  # questions per hop (a seeded sample)
-                     seed: int = 0,  # sample seed: hop h uses `random.Random(seed + h)`
-                     split: str = 'dev',  # 'dev' (or 'test' where the files exist)
-                     root: str | Path | None = None,  # a MetaQA-format folder (default: the data folder's `metaqa`)
-                    ) -> list[Question]:
-    "A seeded sample of MetaQA questions, the same for every system measured with the same seed."
-    from kgqa_nb.metaqa import load_metaqa_split
-    out = []
-    for hop in hops:
-        rows = load_metaqa_split(hop, split, root)
-        for i in sorted(random.Random(seed + hop).sample(range(len(rows)), min(n_per_hop, len(rows)))):
-            q = rows[i]
-            out.append(Question(f'metaqa-{hop}hop-{split}-{q.line}', q.question, list(q.answers), q.program, f'metaqa-{hop}hop'))
-    return out
 
 # %% ../nbs/18_pipeline.ipynb #e5699878
 SYSTEMS = ('codealign', 'symkgqa')
@@ -437,73 +420,6 @@ def subsample(questions: Sequence[Question],  # e.g. from `metaqa_questions`
     for q in questions: by_ds.setdefault(q.dataset, []).append(q)
     keep = {q.id for qs in by_ds.values() for q in random.Random(seed).sample(qs, min(n_per_dataset, len(qs)))}
     return [q for q in questions if q.id in keep]
-
-# %% ../nbs/18_pipeline.ipynb #e1075dc1
-def metaqa_execute(executor: KoPLExecutor, program: list, q: Question, linked) -> list:
-    "MetaQA answers of a program: the topic entity is never an answer."
-    from kgqa_nb.metaqa import execute_without_topic
-    return execute_without_topic(executor, program, linked.entities[0] if linked.entities else '')
-
-def metaqa_demo_pool(exclude: Sequence[str] = (),  # question texts to leave out (the evaluated ones)
-                     hops: Sequence[int] = (1, 2, 3),
-                     split: str = 'dev',
-                     root: str | Path | None = None,  # a MetaQA-format folder (default: the data folder's `metaqa`)
-                    ) -> dict:
-    "MetaQA questions with gold programs, by hop, as demonstration records (evaluated questions removed)."
-    from kgqa_nb.metaqa import load_metaqa_split
-    skip = set(exclude)
-    return {hop: [q for q in load_metaqa_split(hop, split, root) if q.program and q.question not in skip] for hop in hops}
-
-def metaqa_fixed_demos(pool: dict,  # from `metaqa_demo_pool`
-                       n: int = 10,  # |D|
-                       seed: int = 0,
-                      ) -> list[Demo]:
-    """D: `n` demonstrations shared out over the hops (the last hops get the remainder). Within a hop, relation paths
-    are picked greedily: the path that adds the most (relation, direction) pairs not yet shown, ties going to the
-    most frequent path; then one seeded question of that path."""
-    from kgqa_nb.demos import demo_from_record
-    hops, rng, shown, out = sorted(pool), random.Random(seed), set(), []
-    share = {h: n // len(hops) + (1 if k >= len(hops) - n % len(hops) else 0) for k, h in enumerate(hops)}
-    for h in hops:
-        by_path = {}
-        for q in pool[h]: by_path.setdefault(relation_path(q.program), []).append(q)
-        for _ in range(min(share[h], len(by_path))):
-            path = max(by_path, key=lambda p: (len(set(p) - shown), len(by_path[p]), p))
-            q = rng.choice(by_path.pop(path))
-            shown |= set(path)
-            out.append(demo_from_record(q))
-    return out
-
-def metaqa_stages(backend: LLMBackend,  # the LLM
-                  exclude: Sequence[str] = (),  # evaluated question texts, never used as demonstrations
-                  n_demos: int = 10,  # |D|
-                  pool_size: int = 1000,  # N, the pool for D' and dynamic demonstrations (MetaQA's annotations are free, so larger than the seed's 100)
-                  seed: int = 0,
-                  grounding: bool = True,  # build the grounder (opens, or builds once, the KG's ChromaDB index)
-                  theta: float = 0.5,  # facts threshold
-                  root: str | Path | None = None,  # a MetaQA-format folder (default: the data folder's `metaqa`)
-                  kg_backend: str = 'memory',  # where programs run: 'memory', 'oxigraph' or a SPARQL endpoint URL
-                  kg_source: str = 'auto',  # the KG the other stages read: 'local', 'endpoint', 'auto' (`stages_kg`)
-                 ) -> Stages:
-    "The stages of a MetaQA run (on the real MetaQA, or any folder in its layout such as `metaqa.mini_metaqa_dir()`)."
-    from kgqa_nb.kopl_sparql import kg_executor
-    from kgqa_nb.core import data_dir
-    from kgqa_nb.remote_kg import stages_kg
-    from kgqa_nb.facts import FactsExtractor
-    from kgqa_nb.linking import link_metaqa
-    from kgqa_nb.demos import DemoIndex, coverage_pool
-    kb_txt = Path(root)/'kb.txt' if root is not None else data_dir('metaqa/kb.txt', must_exist=False)
-    kg = stages_kg(kb_txt, kg_backend, kg_source)
-    pool = metaqa_demo_pool(exclude, root=root)
-    demos = metaqa_fixed_demos(pool, n_demos, seed)
-    index_pool = coverage_pool([q for h in sorted(pool) for q in pool[h]], pool_size, seed=seed)
-    grounder = None
-    if grounding:
-        from kgqa_nb.embed import KGIndex
-        from kgqa_nb.grounding import Grounder
-        grounder = Grounder(kg, KGIndex(kg), backend)
-    return Stages(backend, kg_executor(kg, kg_backend), partial(link_metaqa, kg=kg), demos=demos, demo_index=DemoIndex(index_pool, kg=kg),
-                  facts=FactsExtractor(kg, theta=theta), grounder=grounder, execute=metaqa_execute)
 
 # %% ../nbs/18_pipeline.ipynb #9ea67b3c
 def question_counts(figures: dict,  # one group of a `summarize` output (older ones lack the counts)

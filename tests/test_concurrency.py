@@ -35,7 +35,7 @@ def scripted_gold(questions):
 def setup(tmp_path_factory):
     from kgqa_nb.experiments import experiment_config
     from kgqa_nb.llm import FakeBackend
-    from kgqa_nb.pipeline import metaqa_questions, metaqa_stages
+    from kgqa_nb.metaqa_stages import metaqa_questions, metaqa_stages
     root = write_mini_metaqa(tmp_path_factory.mktemp('metaqa'))
     qs = metaqa_questions(n_per_hop=8, root=root)
     st = metaqa_stages(FakeBackend(default=''), exclude=[q.question for q in qs], root=root, pool_size=60)

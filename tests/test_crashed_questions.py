@@ -59,7 +59,7 @@ def test_committed_run_metaqa_tables_are_reproduced_byte_for_byte():
     assert {g: {k: v for k, v in f.items() if k not in new} for g, f in s.items()} == m['summary']
     table = summary_table({m['config_name']: s}, m['hops'])
     assert table.to_markdown(index=False) + '\n' == (out/'results.md').read_text()
-    from kgqa_nb.pipeline import metaqa_questions
+    from kgqa_nb.metaqa_stages import metaqa_questions
     gold = {q.id: q.program for q in metaqa_questions(m['hops'], 100, m['seed'], 'dev')}
     failures = failure_table({m['config_name']: recs}, gold)
     assert failures.reset_index().rename(columns={'index': 'stage'}).to_markdown(index=False) + '\n' == \

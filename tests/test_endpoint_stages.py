@@ -180,7 +180,8 @@ def test_metaqa_pipeline_on_an_endpoint_only_kg(server, tmp_path, config):
     from test_mini_metaqa import scripted_gold
     from kgqa_nb.experiments import experiment_config
     from kgqa_nb.llm import FakeBackend
-    from kgqa_nb.pipeline import metaqa_questions, metaqa_stages, run_pipeline, summarize
+    from kgqa_nb.metaqa_stages import metaqa_questions, metaqa_stages
+    from kgqa_nb.pipeline import run_pipeline, summarize
     url = server['mini-metaqa'][1]
     root, bare = mini_metaqa_dir(), endpoint_only_copy(mini_metaqa_dir(), tmp_path/'metaqa', 'kb.txt')
     qs = metaqa_questions(n_per_hop=6, root=root)

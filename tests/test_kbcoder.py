@@ -159,7 +159,8 @@ def test_answers_without_topic_equals_execute_without_topic(metaqa):
 @pytest.mark.usefixtures('needs_metaqa')
 def test_search_with_gold_call_sequences_finds_the_gold_answers(metaqa):
     "With the calls a perfect model would write (directions dropped), hard match + both directions + first non-empty answer."
-    from kgqa_nb.pipeline import metaqa_questions, score
+    from kgqa_nb.metaqa_stages import metaqa_questions
+    from kgqa_nb.pipeline import score
     kg, ex = metaqa
     linker = KBLinker(kg, None)
     qs = metaqa_questions((1, 2, 3), 30, 0)

@@ -111,7 +111,8 @@ def scripted_gold(questions, system):
 def test_the_pipelines_run_end_to_end(mini, tmp_path, name):
     from kgqa_nb.experiments import experiment_config
     from kgqa_nb.llm import FakeBackend
-    from kgqa_nb.pipeline import metaqa_questions, metaqa_stages, run_pipeline, summarize
+    from kgqa_nb.metaqa_stages import metaqa_questions, metaqa_stages
+    from kgqa_nb.pipeline import run_pipeline, summarize
     root, _, _ = mini
     qs = metaqa_questions(n_per_hop=8, root=root)
     cfg = experiment_config(name)
@@ -129,7 +130,8 @@ def test_the_pipeline_gives_the_same_records_on_oxigraph(mini, tmp_path):
     "kg_backend='oxigraph': programs run on the embedded SPARQL store, with the in-memory run's predictions."
     from kgqa_nb.experiments import experiment_config
     from kgqa_nb.llm import FakeBackend
-    from kgqa_nb.pipeline import metaqa_questions, metaqa_stages, run_pipeline, summarize
+    from kgqa_nb.metaqa_stages import metaqa_questions, metaqa_stages
+    from kgqa_nb.pipeline import run_pipeline, summarize
     root, _, _ = mini
     qs = metaqa_questions(n_per_hop=8, root=root)
     cfg = experiment_config('codealign_kg')  # the KG-level grammar reads the executor's local KG
