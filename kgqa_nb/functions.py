@@ -11,10 +11,10 @@ from .core import KGQAError
 
 # %% auto #0
 __all__ = ['ENTITIES', 'FACTS', 'VALUE', 'QVALUE', 'RELATION', 'NAME', 'COUNT', 'BOOLEAN', 'SUBTYPES', 'COMPARISON_OPS',
-           'BETWEEN_OPS', 'AMONG_OPS', 'DIRECTIONS', 'PARAM_KINDS', 'FUNCTIONS', 'ALIASES', 'accepts', 'Param',
-           'KoPLFunction', 'lookup', 'ProgramError', 'UnknownFunctionError', 'ArityError', 'DependencyError',
-           'TypeMismatchError', 'InvalidInputError', 'infer_dependencies', 'program_from_lists', 'Step', 'parse_date',
-           'input_problem', 'check_program']
+           'BETWEEN_OPS', 'AMONG_OPS', 'DIRECTIONS', 'CLOSED_KINDS', 'PARAM_KINDS', 'ARG_OPS', 'CMP_OPS', 'FUNCTIONS',
+           'ALIASES', 'accepts', 'Param', 'KoPLFunction', 'lookup', 'ProgramError', 'UnknownFunctionError',
+           'ArityError', 'DependencyError', 'TypeMismatchError', 'InvalidInputError', 'infer_dependencies',
+           'program_from_lists', 'Step', 'parse_date', 'input_problem', 'check_program']
 
 # %% ../nbs/02_functions.ipynb #1c8008e2
 ENTITIES, FACTS, VALUE, QVALUE, RELATION, NAME, COUNT, BOOLEAN = (
@@ -33,6 +33,7 @@ COMPARISON_OPS = ('=', '!=', '<', '>')
 BETWEEN_OPS = ('less', 'greater')
 AMONG_OPS = ('smallest', 'largest')
 DIRECTIONS = ('forward', 'backward')
+CLOSED_KINDS = {'op': COMPARISON_OPS, 'between_op': BETWEEN_OPS, 'among_op': AMONG_OPS, 'direction': DIRECTIONS}
 
 PARAM_KINDS = {
     'entity': 'an entity name in the KG',
@@ -70,6 +71,10 @@ class KoPLFunction:
     def starts_branch(self) -> bool: return not self.inputs
     @property
     def joins_branches(self) -> bool: return len(self.inputs) == 2
+
+# %% ../nbs/02_functions.ipynb #11402c4c
+ARG_OPS = ('ARGMAX', 'ARGMIN')  # S-expression heads (ARGMAX e relation)
+CMP_OPS = ('<', '<=', '>', '>=')  # S-expression heads (< relation e)
 
 # %% ../nbs/02_functions.ipynb #300bd299
 def _p(spec: str) -> tuple:
@@ -178,13 +183,11 @@ def parse_date(text: str) -> date | None:
     try: return date(int(m[1]), int(m[2]), int(m[3]))
     except ValueError: return None
 
-_CHOICES = {'op': COMPARISON_OPS, 'between_op': BETWEEN_OPS, 'among_op': AMONG_OPS, 'direction': DIRECTIONS}
-
 def input_problem(kind: str,  # the `Param.kind`
                   text) -> str | None:
     "What is wrong with a textual input of this kind, or None when it is well formed."
     if not isinstance(text, str): return f'expected a string, got {type(text).__name__}'
-    allowed = _CHOICES.get(kind)
+    allowed = CLOSED_KINDS.get(kind)
     if allowed is not None: return None if text in allowed else f'expected one of {", ".join(allowed)}, got {text!r}'
     if kind == 'number' and not _NUMBER.match(text): return f'expected a number with an optional unit, got {text!r}'
     if kind == 'year' and not (_YEAR.match(text.strip()) or parse_date(text)): return f'expected a year, got {text!r}'

@@ -10,10 +10,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 from .core import KGQAError, cache_dir
-from .functions import (FUNCTIONS, ENTITIES, FACTS, VALUE, QVALUE, COMPARISON_OPS, BETWEEN_OPS, AMONG_OPS,
-                        DIRECTIONS, KoPLFunction, accepts)
+from .functions import (FUNCTIONS, ENTITIES, FACTS, VALUE, QVALUE, ARG_OPS, CLOSED_KINDS, CMP_OPS,
+                               KoPLFunction, accepts)
 from .parse import apostrophes_repairable
-from .prompts import ARG_OPS, CMP_OPS, code_name, symkgqa_arg
+from .prompts import code_name, symkgqa_arg
 
 # %% auto #0
 __all__ = ['LEVELS', 'MAX_TEXT', 'MAX_ENTITY_NAMES', 'MAX_STEPS', 'MAX_BRANCHES', 'START_T', 'FINAL_T', 'FORMATS', 'GrammarError',
@@ -295,7 +295,6 @@ _DAYS = {31: alt(seq('0', Chars('1-9')), seq(Chars('12'), _DIGITS), seq('3', Cha
 _MONTH_DAY = alt(seq(alt('01', '03', '05', '07', '08', '10', '12'), Chars('-/'), _DAYS[31]),
                  seq(alt('04', '06', '09', '11'), Chars('-/'), _DAYS[30]), seq('02', Chars('-/'), _DAYS[28]))
 _DATE = seq(_YYYY, Chars('-/'), _MONTH_DAY)  # a real calendar date (29 February left out: not every year has one)
-_CLOSED = {'op': COMPARISON_OPS, 'between_op': BETWEEN_OPS, 'among_op': AMONG_OPS, 'direction': DIRECTIONS}
 _NAME_SLOTS = ('entity', 'concept', 'relation')
 
 def _rule_name(slot: str) -> str: return 'arg-' + slot.replace(':', '-').replace('_', '-')
@@ -338,7 +337,7 @@ class ArgRules:
 
     def _expr(self, slot: str):
         "The expression for a slot, or None when the KG has no name for it."
-        if slot in _CLOSED: return alt(*(self.render(x) for x in _CLOSED[slot]))
+        if slot in CLOSED_KINDS: return alt(*(self.render(x) for x in CLOSED_KINDS[slot]))
         if slot == 'number':
             unit = self._unit()
             return self._quoted(seq(_NUMERAL, Rep(seq(' ', unit), 0, 1)) if unit is not None else _NUMERAL)

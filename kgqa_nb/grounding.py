@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 from .core import KGQAError, cache_dir
 from .embed import element_text, kg_elements, kg_fingerprint
-from .functions import (FUNCTIONS, PARAM_KINDS, KoPLFunction, ProgramError, accepts, infer_dependencies,
-                               input_problem, lookup, parse_date)
+from .functions import (CLOSED_KINDS, FUNCTIONS, PARAM_KINDS, KoPLFunction, ProgramError, accepts,
+                               infer_dependencies, input_problem, lookup, parse_date)
 from .llm import Decoding
 from .parse import Issue, ParseResult, canonical_function, issue_from_error, parse_grounding_answer, validate
-from .prompts import CLOSED_KINDS, grounding_prompt
+from .prompts import grounding_prompt
 
 # %% auto #0
 __all__ = ['HOW', 'ITEM_KINDS', 'ITEM_WORDS', 'VALUE_KINDS', 'NEAR_MISSES', 'QUESTION_CUES', 'TEMPERATURES', 'CURRENCIES',

@@ -11,9 +11,10 @@ import textwrap
 from dataclasses import dataclass, field
 from .core import KGQAError
 from .functions import (FUNCTIONS, ALIASES, PARAM_KINDS, COMPARISON_OPS, BETWEEN_OPS, AMONG_OPS, DIRECTIONS,
+                               ARG_OPS, CMP_OPS,
                                ProgramError, UnknownFunctionError, ArityError, DependencyError, TypeMismatchError,
                                InvalidInputError, accepts, check_program, infer_dependencies, input_problem, lookup)
-from .prompts import ARG_OPS, CMP_OPS, code_name
+from .prompts import code_name
 
 # %% auto #0
 __all__ = ['MAX_TEXT_CHARS', 'MAX_STATEMENT_CHARS', 'MAX_NESTING', 'MAX_STEPS', 'PARSE_ERRORS', 'ParseError', 'NoProgramError',

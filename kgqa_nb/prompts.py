@@ -9,15 +9,15 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from .core import KGQAError, package_data
-from .functions import (FUNCTIONS, ALIASES, PARAM_KINDS, KoPLFunction, COMPARISON_OPS, BETWEEN_OPS,
-                               AMONG_OPS, DIRECTIONS, check_program, infer_dependencies)
+from .functions import (FUNCTIONS, ALIASES, PARAM_KINDS, ARG_OPS, CLOSED_KINDS, CMP_OPS, KoPLFunction,
+                               check_program, infer_dependencies)
 
 # %% auto #0
-__all__ = ['CLOSED_KINDS', 'CODEALIGN_INSTRUCTIONS', 'CODEALIGN_ANSWER_START', 'SYMKGQA_INSTRUCTIONS', 'KB_CODER_FUNCTIONS',
-           'ARG_OPS', 'CMP_OPS', 'PromptError', 'PromptParts', 'Demo', 'DemoPool', 'code_name', 'functional_arg_names',
-           'function_stub', 'codealign_stubs', 'codealign_steps', 'codealign_question_block', 'codealign_demo',
-           'codealign_prompt', 'function_info', 'symkgqa_arg', 'symkgqa_steps', 'symkgqa_question_block',
-           'symkgqa_prompt', 'kbcoder_calls', 'sexpr_text', 'kopl_to_sexpr', 'kbcoder_prompt', 'grounding_prompt']
+__all__ = ['CODEALIGN_INSTRUCTIONS', 'CODEALIGN_ANSWER_START', 'SYMKGQA_INSTRUCTIONS', 'KB_CODER_FUNCTIONS', 'PromptError',
+           'PromptParts', 'Demo', 'DemoPool', 'code_name', 'functional_arg_names', 'function_stub', 'codealign_stubs',
+           'codealign_steps', 'codealign_question_block', 'codealign_demo', 'codealign_prompt', 'function_info',
+           'symkgqa_arg', 'symkgqa_steps', 'symkgqa_question_block', 'symkgqa_prompt', 'kbcoder_calls', 'sexpr_text',
+           'kopl_to_sexpr', 'kbcoder_prompt', 'grounding_prompt']
 
 # %% ../nbs/11_prompts.ipynb #9d6e3ffd
 class PromptError(KGQAError, ValueError):
@@ -107,8 +107,6 @@ class DemoPool:
         return random.Random(seed).sample(self.demos, min(n, len(self.demos)))
 
 # %% ../nbs/11_prompts.ipynb #8c647483
-CLOSED_KINDS = {'op': COMPARISON_OPS, 'between_op': BETWEEN_OPS, 'among_op': AMONG_OPS, 'direction': DIRECTIONS}
-
 def code_name(function: str) -> str:
     "The CodeAlignKGQA name of a KoPL function: `FilterNum` -> `FILTERNUM`."
     return function.upper()
@@ -310,7 +308,6 @@ def COUNT(expression: str):
 def STOP(expression: str):
     return expression
 '''
-ARG_OPS, CMP_OPS = ('ARGMAX', 'ARGMIN'), ('<', '<=', '>', '>=')
 
 def kbcoder_calls(sexpr, var: str = 'expression') -> str:
     "The KB-Coder call sequence that builds `sexpr`, ending in STOP."

@@ -7,8 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from .core import KGQAError
-from .functions import check_program
-from .prompts import ARG_OPS, CMP_OPS
+from .functions import ARG_OPS, CMP_OPS, check_program
 
 # %% auto #0
 __all__ = ['META_FUNCTIONS', 'HEADS', 'ROOT_ONLY', 'ENTITIES', 'NUMBER', 'SExprError', 'ConversionError', 'SExprSyntaxError',

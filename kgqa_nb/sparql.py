@@ -11,8 +11,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 from .core import KGQAError, package_data
+from .functions import ARG_OPS, CMP_OPS
 from .kg import KG, KGBuilder
-from .prompts import ARG_OPS, CMP_OPS
 from .sexpr import validate_sexpr, is_reverse, relation_name, ConversionError
 
 # %% auto #0

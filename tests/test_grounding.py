@@ -15,13 +15,12 @@ from hypothesis import given, settings, strategies as st
 from kgqa_nb.core import cache_dir, data_dir, package_data
 from conftest import IN_CI
 from kgqa_nb.executor import KoPLExecutor
-from kgqa_nb.functions import check_program, lookup
+from kgqa_nb.functions import CLOSED_KINDS, check_program, lookup
 from kgqa_nb.grounding import (Decision, FuzzyIndex, Grounder, TABLE7_GROUPS, as_decision, convert_amount, grounding_accuracy,
                                needed_grounding, normalize_quantity, resolve_unit)
 from kgqa_nb.kg import load_kb
 from kgqa_nb.llm import FakeBackend
 from kgqa_nb.parse import parse_generation, random_program, validate
-from kgqa_nb.prompts import CLOSED_KINDS
 
 KG = load_kb(package_data('fixture_kb.json'))
 FUZZY = FuzzyIndex(KG)

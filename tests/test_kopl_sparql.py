@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from kgqa_nb import benchgen as bg, rdf, synthkb
 from kgqa_nb.core import package_data
 from kgqa_nb.executor import ExecutionError, KoPLExecutor
-from kgqa_nb.functions import AMONG_OPS, BETWEEN_OPS, COMPARISON_OPS, DIRECTIONS, ENTITIES, FACTS, FUNCTIONS, accepts
+from kgqa_nb.functions import CLOSED_KINDS, ENTITIES, FACTS, FUNCTIONS, accepts
 from kgqa_nb.kg import from_kopl_dict, load_kb
 from kgqa_nb.kopl_sparql import BackendError, SparqlExecutor, kg_executor, kopl_to_sparql, sparql_vocabulary
 from kgqa_nb.reference import canonical
@@ -156,7 +156,7 @@ class Vocabulary:
 
 VOCABS = {name: Vocabulary(KBS[name]) for name in ('demo', 'synthetic')}
 JUNK = ['xyz', '', '5 furlongs', '12abc', '1984-13-45', 'nan', ' 1984', 'forward ', '5\tcm']
-CHOICES = {'op': COMPARISON_OPS, 'between_op': BETWEEN_OPS, 'among_op': AMONG_OPS, 'direction': DIRECTIONS}
+CHOICES = CLOSED_KINDS
 KEY_KIND = {'Str': 'string', 'Num': 'number', 'Year': 'time', 'Date': 'time', 'SelectBetween': 'number', 'SelectAmong': 'number'}
 
 
