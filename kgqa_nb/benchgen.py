@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 import numpy as np
-from .core import KGQAError, data_dir, package_data
+from .core import KGQAError, data_dir, package_data, plural
 from .kg import KG, Value, QUANTITY, VALUE_TYPES, from_kopl_dict, load_kb, read_metaqa_triples
 from .functions import ProgramError, program_from_lists, FUNCTIONS
 from .executor import ExecutionError, KoPLExecutor, Ents, Vals
@@ -23,7 +23,7 @@ from .evaluate import kqapro_categories, answers_match, single_answer, proportio
 # %% auto #0
 __all__ = ['DEFAULT_LEXICON', 'TIME_OPS', 'NUM_OPS', 'GENERATED_CATEGORIES', 'GENERATOR_VERSION', 'SPLITS', 'KQAPRO_FIELDS',
            'METAQA_RELATIONS', 'METAQA_ROLES', 'METAQA_ATTRIBUTES', 'METAQA_CATEGORIES', 'AttrFact', 'RelFact',
-           'KBIndex', 'num_text', 'value_text', 'filter_function', 'Lexicon', 'plural', 'Loc', 'name_loc', 'threshold',
+           'KBIndex', 'num_text', 'value_text', 'filter_function', 'Lexicon', 'Loc', 'name_loc', 'threshold',
            'satisfied_filter', 'attr_clause', 'has_qual_type', 'qual_clause', 'pick_concept', 'concept_loc', 'attr_loc',
            'flip', 'mirror_fact', 'rel_loc', 'program_of', 'steps_inputs', 'located', 'unique_loc', 'Renderer',
            'capitalize', 'skeleton', 'Draft', 'Templates', 'checked_answer', 'Choices', 'BenchmarkGenerator',
@@ -191,21 +191,6 @@ DEFAULT_LEXICON = Lexicon(
     },
     concepts={'human': ('person', 'people'), 'person': ('person', 'people')},
 )
-
-_IRREGULAR = {'person': 'people', 'man': 'men', 'woman': 'women', 'child': 'children'}
-
-def plural(noun: str) -> str:
-    "English plural of a concept name ('city' -> 'cities', 'member of parliament' -> 'members of parliament')."
-    if ' of ' in noun:
-        head, rest = noun.split(' of ', 1)
-        return f'{plural(head)} of {rest}'
-    words = noun.split(' ')
-    w = words[-1]
-    if w.lower() in _IRREGULAR: p = _IRREGULAR[w.lower()]
-    elif re.search(r'(s|x|z|ch|sh)$', w): p = w + 'es'
-    elif re.search(r'[^aeiou]y$', w): p = w[:-1] + 'ies'
-    else: p = w + 's'
-    return ' '.join(words[:-1] + [p])
 
 # %% ../nbs/09_benchgen.ipynb #0f7d627f
 @dataclass

@@ -4,14 +4,14 @@
 
 # %% ../nbs/00_core.ipynb #ce847513
 from __future__ import annotations
-import io, json, os
+import io, json, os, re
 from contextlib import contextmanager
 from pathlib import Path
 
 # %% auto #0
 __all__ = ['DATA_ENV_VAR', 'CACHE_ENV_VAR', 'KGQAError', 'DataNotFoundError', 'data_dir', 'package_data', 'cache_dir',
            'logical_path', 'has_widgets', 'progress_bar', 'JSONLError', 'read_jsonl', 'open_jsonl_append', 'slug',
-           'file_lock']
+           'file_lock', 'plural']
 
 # %% ../nbs/00_core.ipynb #87f1468b
 class KGQAError(Exception):
@@ -136,3 +136,19 @@ def file_lock(path: Path):
         fcntl.flock(f, fcntl.LOCK_EX)
         try: yield
         finally: fcntl.flock(f, fcntl.LOCK_UN)
+
+# %% ../nbs/00_core.ipynb #1a5b5cd3
+_IRREGULAR = {'person': 'people', 'man': 'men', 'woman': 'women', 'child': 'children'}
+
+def plural(noun: str) -> str:
+    "English plural of a concept name ('city' -> 'cities', 'member of parliament' -> 'members of parliament')."
+    if ' of ' in noun:
+        head, rest = noun.split(' of ', 1)
+        return f'{plural(head)} of {rest}'
+    words = noun.split(' ')
+    w = words[-1]
+    if w.lower() in _IRREGULAR: p = _IRREGULAR[w.lower()]
+    elif re.search(r'(s|x|z|ch|sh)$', w): p = w + 'es'
+    elif re.search(r'[^aeiou]y$', w): p = w[:-1] + 'ies'
+    else: p = w + 's'
+    return ' '.join(words[:-1] + [p])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
-from .core import KGQAError
+from .core import KGQAError, plural
 from .facts import oracle_mentions, load_stopwords
 
 # %% auto #0
@@ -120,7 +120,6 @@ def concept_table(concepts: list[str],  # the KG's concept names
                   aliases: dict[str, str] | None = None,  # extra surface form -> concept name (kept when the concept exists)
                  ) -> dict[str, tuple[str, str]]:
     "Surface form (lowercased) -> (concept name, 'exact' | 'plural' | 'alias')."
-    from kgqa_nb.benchgen import plural
     table = {}
     for c in concepts: table.setdefault(_norm(plural(c)), (c, 'plural'))
     for a, c in (aliases or {}).items():
