@@ -20,6 +20,7 @@ from .core import progress_bar
 from .core import KGQAError, data_dir, package_data, read_jsonl, open_jsonl_append
 from .embed import Embedder, element_text, kg_elements
 from .evaluate import wilson_interval
+from .metaqa import BRACKETED_TOPIC
 from .llm import Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error
 from .parse import PARSE_ERRORS, parse_generation, parse_kbcoder
 from .prompts import Demo, PromptParts, codealign_prompt, kbcoder_prompt
@@ -357,11 +358,9 @@ class KBCoder:
                              sum(s.search_seconds for s in samples), [_demo_id(d, k) for k, d in enumerate(demos)], relations)
 
 # %% ../nbs/27_kbcoder.ipynb #189c1a24
-_BRACKETED = re.compile(r'\[([^\]]+)\]')
-
 def bracketed_topic(question: str) -> str | None:
     "The text in [brackets] of a MetaQA question (its topic entity), or None."
-    m = _BRACKETED.search(question)
+    m = BRACKETED_TOPIC.search(question)
     return m.group(1) if m else None
 
 # %% ../nbs/27_kbcoder.ipynb #416dbea0

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from .core import KGQAError, plural
 from .facts import oracle_mentions, load_stopwords
+from .metaqa import BRACKETED_TOPIC
 
 # %% auto #0
 __all__ = ['MODES', 'SPACY_MODEL', 'DEFAULT_CONCEPT_ALIASES', 'LinkingError', 'Linked', 'mention', 'linked_from_mentions',
@@ -70,8 +71,6 @@ def link_oracle(program: list[dict],  # the gold KoPL program
     return Linked(entities, concepts, 'oracle', ms)
 
 # %% ../nbs/15_linking.ipynb #8e5a805d
-_BRACKET = re.compile(r'\[([^\]]+)\]')
-
 def link_metaqa(question: str,  # a MetaQA question, topic in [brackets]
                 kg=None,  # the MetaQA `KG`: check the topic is a KG name
                 linker: 'EntityLinker | None' = None,  # matcher for topics the KG does not have verbatim
@@ -79,13 +78,13 @@ def link_metaqa(question: str,  # a MetaQA question, topic in [brackets]
     "Realistic MetaQA linking: the bracketed topic (checked against the KG, matched when it is not verbatim)."
     if not isinstance(question, str) or not question.strip(): raise LinkingError('link_metaqa: empty question')
     ms = []
-    for m in _BRACKET.finditer(question):
+    for m in BRACKETED_TOPIC.finditer(question):
         text, (s, e) = m.group(1), m.span(1)
         if kg is None: ms.append(mention(text, s, e, text, 'entity', 1.0, 'bracket')); continue
         if kg.find(text): ms.append(mention(text, s, e, text, 'entity', 1.0, 'verbatim')); continue
         hit = linker.match_entity(text) if linker is not None else None
         if hit: ms.append(mention(text, s, e, hit[0], 'entity', hit[1], hit[2]))
-    if not ms and linker is not None and not _BRACKET.search(question): return linker.link(question)
+    if not ms and linker is not None and not BRACKETED_TOPIC.search(question): return linker.link(question)
     return linked_from_mentions(ms, 'realistic')
 
 # %% ../nbs/15_linking.ipynb #ef87461d

@@ -10,16 +10,16 @@ from pathlib import Path
 from .core import KGQAError, data_dir
 
 # %% auto #0
-__all__ = ['TYPE_RELATION', 'PERSON_TYPES', 'MINI_RELATIONS', 'MINI_TEMPLATES', 'MetaQAFormatError', 'parse_qa_line',
-           'read_qa_file', 'read_qtype_file', 'qtype_types', 'qtype_hops', 'exclude_topic_after', 'entity_set_program',
-           'path_program', 'gold_program', 'MetaQAQuestion', 'load_metaqa_split', 'execute_gold', 'is_path_program',
-           'execute_without_topic', 'demo_film_triples', 'write_mini_metaqa', 'mini_metaqa_dir']
+__all__ = ['BRACKETED_TOPIC', 'TYPE_RELATION', 'PERSON_TYPES', 'MINI_RELATIONS', 'MINI_TEMPLATES', 'MetaQAFormatError',
+           'parse_qa_line', 'read_qa_file', 'read_qtype_file', 'qtype_types', 'qtype_hops', 'exclude_topic_after',
+           'entity_set_program', 'path_program', 'gold_program', 'MetaQAQuestion', 'load_metaqa_split', 'execute_gold',
+           'is_path_program', 'execute_without_topic', 'demo_film_triples', 'write_mini_metaqa', 'mini_metaqa_dir']
 
 # %% ../nbs/05_metaqa.ipynb #66646aab
 class MetaQAFormatError(KGQAError, ValueError):
     "A MetaQA question or question-type file that does not have the documented format."
 
-_TOPIC = re.compile(r'\[([^\]]+)\]')
+BRACKETED_TOPIC = re.compile(r'\[([^\]]+)\]')  # group 1: the topic entity of a MetaQA question
 
 def parse_qa_line(line: str,  # one line of qa_*.txt, newline optional
                   where: str = '<line>',  # file:line, for error messages
@@ -28,7 +28,7 @@ def parse_qa_line(line: str,  # one line of qa_*.txt, newline optional
     parts = line.rstrip('\r\n').split('\t')
     if len(parts) != 2: raise MetaQAFormatError(f'{where}: expected question<TAB>answers, got {line[:200]!r}')
     question, answers = parts
-    topics = _TOPIC.findall(question)
+    topics = BRACKETED_TOPIC.findall(question)
     if len(topics) != 1:
         raise MetaQAFormatError(f'{where}: expected exactly one [topic entity] in the question, found {len(topics)}: {question!r}')
     if not answers: raise MetaQAFormatError(f'{where}: the question has no answers: {line[:200]!r}')
