@@ -8,8 +8,6 @@ import difflib
 import itertools
 import json
 import math
-import random
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field, asdict, replace
@@ -17,23 +15,20 @@ from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
 from .core import progress_bar
-from .core import KGQAError, data_dir, package_data, read_jsonl, open_jsonl_append
-from .embed import Embedder, element_text, kg_elements
+from .core import KGQAError, read_jsonl, open_jsonl_append
+from .embed import element_text, kg_elements
 from .evaluate import wilson_interval
 from .metaqa import BRACKETED_TOPIC
 from .llm import Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error
-from .parse import PARSE_ERRORS, parse_generation, parse_kbcoder
-from .prompts import Demo, PromptParts, codealign_prompt, kbcoder_prompt
-from .sexpr import (SExprError, Mention, mentions, substitute, validate_sexpr, sexpr_to_text, read_sexpr,
-                           strip_directions, sexpr_to_program)
+from .parse import PARSE_ERRORS, parse_kbcoder
+from .prompts import Demo, PromptParts, kbcoder_prompt
+from .sexpr import SExprError, Mention, mentions, substitute, validate_sexpr, sexpr_to_text, sexpr_to_program
 
 # %% auto #0
-__all__ = ['RETRIEVALS', 'END_OF_CALLS', 'WEBQSP_TEST', 'WEBQSP_TRAIN', 'Generation', 'read_generation', 'KBLinker',
-           'SearchResult', 'link_slots', 'search_candidates', 'answers_without_topic', 'kg_runner', 'sparql_runner',
-           'Variant', 'majority_vote', 'Sample', 'KBCoderResult', 'KBCoder', 'bracketed_topic', 'rename_leaves',
-           'webqsp_demo_records', 'webqsp_demos', 'webqsp_relations', 'NameRetriever', 'webqsp_questions',
-           'webqsp_coder', 'webqsp_generation_record', 'done_records', 'resume_jsonl', 'webqsp_kopl_demos',
-           'webqsp_codealign_record', 'summarize']
+__all__ = ['RETRIEVALS', 'END_OF_CALLS', 'Generation', 'read_generation', 'KBLinker', 'SearchResult', 'link_slots',
+           'search_candidates', 'answers_without_topic', 'kg_runner', 'sparql_runner', 'Variant', 'majority_vote',
+           'Sample', 'KBCoderResult', 'KBCoder', 'bracketed_topic', 'rename_leaves', 'done_records', 'resume_jsonl',
+           'summarize']
 
 # %% ../nbs/27_kbcoder.ipynb #2ce3d843
 @dataclass
@@ -363,93 +358,13 @@ def bracketed_topic(question: str) -> str | None:
     m = BRACKETED_TOPIC.search(question)
     return m.group(1) if m else None
 
-# %% ../nbs/27_kbcoder.ipynb #416dbea0
+# %% ../nbs/27_kbcoder.ipynb #0f2eefe5
 def rename_leaves(sexpr, names: dict) -> tuple | str:
     "`sexpr` with each entity or class leaf found in `names` (e.g. id -> surface name) replaced."
     return substitute(sexpr, {m.path: names[m.text] for m in mentions(sexpr)
                               if m.role in _ENTITY_ROLES and m.text in names})
 
-def webqsp_demo_records(path: str | Path | None = None) -> list[dict]:
-    "The hand-converted WebQSP demonstrations: train_index, question, sexpr (parsed), names."
-    path = Path(path) if path else package_data('webqsp_kbcoder_demos.json')
-    try: records = json.loads(path.read_text(encoding='utf-8'))['demos']
-    except (OSError, ValueError, KeyError) as e: raise KGQAError(f"{path}: expected a JSON object with a 'demos' list ({e})") from None
-    out = []
-    for k, r in enumerate(records):
-        try: sexpr = read_sexpr(r['sexpr']); validate_sexpr(sexpr)
-        except (SExprError, KeyError) as e: raise KGQAError(f'{path}: demos[{k}] has no valid sexpr ({e})') from None
-        out.append({**r, 'sexpr': sexpr})
-    return out
-
-def webqsp_demos(path: str | Path | None = None) -> list[tuple[str, tuple]]:
-    "(question, S-expression with names and no directions) pairs for a KB-Coder prompt."
-    return [(r['question'], strip_directions(rename_leaves(r['sexpr'], r.get('names', {})))) for r in webqsp_demo_records(path)]
-
-_NS_RELATION = re.compile(r'ns:([a-z][a-z0-9_]*(?:\.[a-z0-9_]+){1,})')
-
-def webqsp_relations(path: str | Path) -> list[str]:
-    "The Freebase relations a WebQSP `*_question_sparql.jsonl` file uses, most frequent first."
-    counts = Counter()
-    with open(path, encoding='utf-8') as f:
-        for line in f:
-            if line.strip():
-                counts.update(r for r in _NS_RELATION.findall(json.loads(line)['sparql_query']) if not r.startswith(('m.', 'g.')))
-    return [r for r, _ in counts.most_common()]
-
-class NameRetriever:
-    "The names most similar to a query, by cosine similarity of `Embedder` vectors (for short name lists)."
-    def __init__(self, names: Sequence[str], embedder: Embedder | None = None):
-        self.names, self.embedder = list(names), embedder or Embedder()
-        self.vectors = self.embedder.encode([element_text(n.replace('.', ' ')) for n in self.names])
-
-    def search(self, query: str, k: int = 1) -> list[tuple[str, float]]:
-        "The k most similar names with their cosine similarity, best first."
-        if not self.names: return []
-        sims = self.vectors @ self.embedder.encode([query])[0]
-        top = np.argsort(-sims, kind='stable')[:k]
-        return [(self.names[i], round(float(sims[i]), 6)) for i in top]
-
-# %% ../nbs/27_kbcoder.ipynb #ea07c650
-WEBQSP_TEST = 'webqsp/test_question_sparql.jsonl'
-WEBQSP_TRAIN = 'webqsp/train_question_sparql.jsonl'
-
-def webqsp_questions(n: int,  # how many test questions (all of them if the file has fewer)
-                     seed: int = 0,  # the sample: `random.Random(seed).sample` over the question lines
-                     path: str | Path | None = None,  # the test file (default: `data_dir(WEBQSP_TEST)`)
-                    ) -> list[tuple[int, dict]]:
-    "A seeded sample of WebQSP test questions as (line index, record) pairs, in file order."
-    path = Path(path) if path else data_dir(WEBQSP_TEST)
-    test = [json.loads(l) for l in path.read_text(encoding='utf-8').splitlines() if l.strip()]
-    picked = sorted(random.Random(seed).sample(range(len(test)), min(n, len(test))))
-    return [(i, test[i]) for i in picked]
-
-def webqsp_coder(backend: LLMBackend,  # the LLM
-                 samples: int = 1,  # 1: KB-Coder(1); 6: KB-Coder(6) (the demonstrations are fixed either way)
-                 n_relations: int = 1,  # related relations shown (0: none)
-                 train_path: str | Path | None = None,  # the training SPARQL the relation names come from
-                 grammar: str | None = None,  # GBNF the call sequences decode under (None: unconstrained)
-                ) -> KBCoder:
-    "KB-Coder for WebQSP generation: the hand-converted demonstrations and the related-relation hint from the training relations."
-    hint = None
-    if n_relations:
-        relations = NameRetriever(webqsp_relations(train_path or data_dir(WEBQSP_TRAIN)))
-        hint = lambda q: [n for n, _ in relations.search(q, n_relations)]
-    return KBCoder(backend, None, Variant(samples), demos=webqsp_demos(), hint=hint, grammar=grammar)
-
-def webqsp_generation_record(coder: KBCoder,  # e.g. from `webqsp_coder`
-                             question: dict,  # a test record with 'question'
-                             idx: int,  # its line index in the test file
-                             settings: dict,  # the run's settings, stored in the record (resuming compares them)
-                            ) -> dict:
-    "One WebQSP question through KB-Coder's generation only (nothing is executed): its samples and whether all are format errors."
-    t0 = time.perf_counter()
-    gens, _, rels = coder.generate(question['question'])
-    samples = [dict(text=c.text, ok=g.ok, error=g.error, message=g.message, sexpr=sexpr_to_text(g.sexpr) if g.ok else None,
-                    llm_seconds=c.seconds, cached=c.cached) for g, c in gens]
-    return dict(settings=settings, idx=idx, question=question['question'], relations=rels, samples=samples,
-                format_error=not any(s['ok'] for s in samples), seconds=time.perf_counter() - t0,
-                llm_seconds=sum(s['llm_seconds'] for s in samples))
-
+# %% ../nbs/27_kbcoder.ipynb #323142e6
 def done_records(path: str | Path,  # a JSONL file of records
                  settings: dict,  # keep only records made with exactly these settings
                  key: str = 'idx',  # the record field that identifies an item
@@ -479,35 +394,6 @@ def resume_jsonl(path: str | Path,  # the JSONL file (appended to)
         try: run_concurrently(todo, lambda pair: make_record(pair[1], pair[0]), keep, concurrency)
         except LLMError as e: raise stopped_run_error(e, new, len(todo), path) from e
     return [done[k] for k, _ in items if k in done], new
-
-def webqsp_kopl_demos(path: str | Path | None = None,  # the demonstrations file (default: the shipped one)
-                     ) -> tuple[list[Demo], list[dict]]:
-    "The hand-converted WebQSP demonstrations as KoPL `Demo`s (names in place of ids, no linking lines), and those that do not convert, with why."
-    demos, dropped = [], []
-    for r in webqsp_demo_records(path):
-        try: program = sexpr_to_program(rename_leaves(r['sexpr'], r.get('names', {})))
-        except KGQAError as e:
-            dropped.append(dict(train_index=r['train_index'], question=r['question'], reason=f'{type(e).__name__}: {e}')); continue
-        demos.append(Demo(r['question'], program, id=f"webqsp-train-{r['train_index']}"))
-    return demos, dropped
-
-def webqsp_codealign_record(backend: LLMBackend,  # the LLM
-                            demos: Sequence[Demo],  # e.g. from `webqsp_kopl_demos`
-                            question: dict,  # a test record with 'question'
-                            idx: int,  # its line index in the test file
-                            settings: dict,  # the run's settings
-                            max_tokens: int = 200,  # generation limit (the pipeline's default)
-                            grammar: str | None = None,  # GBNF the code decodes under (None: unconstrained)
-                           ) -> dict:
-    "One WebQSP question through CodeAlignKGQA's generation and parser only (no linking, facts, grounding or execution); shaped like `webqsp_generation_record`."
-    t0 = time.perf_counter()
-    parts = codealign_prompt(question['question'], (), (), (), demos=list(demos), include_facts=False)
-    c = backend.complete(parts.text, Decoding(max_tokens=max_tokens, stop=parts.stop, grammar=grammar))
-    res = parse_generation(c.text, 'codealign', parts.answer_start)
-    sample = dict(text=c.text, ok=res.ok, error=res.issue.error if res.issue else None,
-                  message=res.issue.describe() if res.issue else None, program=res.program, llm_seconds=c.seconds, cached=c.cached)
-    return dict(settings=settings, idx=idx, question=question['question'], samples=[sample], format_error=not res.ok,
-                seconds=time.perf_counter() - t0, llm_seconds=c.seconds)
 
 # %% ../nbs/27_kbcoder.ipynb #719a8002
 def _pct(k: float, n: int) -> float: return round(100 * k / n, 2) if n else float('nan')
