@@ -10,9 +10,9 @@ export KGQA_DATA ?= $(abspath ../shared/data)
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install main report test export clean-nbs bench
+.PHONY: install main report test export clean-nbs bench docs readme
 
-$(STAMP): setup.py settings.ini scripts/install_llm.sh scripts/install_engines.sh
+$(STAMP): setup.py settings.ini scripts/install_llm.sh scripts/install_engines.sh scripts/install_browser.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first, from its CPU wheel, then pinned so that no later install pulls a CUDA build
 	$(BIN)/python -m pip install -q torch==2.13.0
@@ -20,6 +20,7 @@ $(STAMP): setup.py settings.ini scripts/install_llm.sh scripts/install_engines.s
 	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e '.[dev,kge]'
 	bash scripts/install_llm.sh $(BIN)/python
 	bash scripts/install_engines.sh
+	bash scripts/install_browser.sh
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -52,6 +53,23 @@ report: export
 bench: export
 	mkdir -p outputs
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/papermill --cwd nbs nbs/bench_executor.ipynb outputs/bench_executor.ipynb -p quick False
+
+# The documentation site, what `nbdev_docs` builds, without quarto (which cannot be installed here): nbdev's own
+# processing of every notebook in nbs/ (show_doc cells inserted and executed for every exported name; the numbered
+# component notebooks' examples run the way nbdev_test runs them, so they show their outputs; experiment notebooks are
+# rendered as committed, never executed), then MkDocs + mkdocs-material + mkdocs-jupyter render it to static HTML in
+# the git-ignored _docs/ (intermediate files in _proc/). MkDocs rather than bare nbconvert pages: its sidebar, page
+# tables of contents and search (material's offline plugin: works from file://) come without writing a theme, and
+# all of it installs from PyPI wheels and builds offline. Open _docs/index.html; scripts/build_docs.py says more.
+# `make docs DOCS_ARGS=--no-examples` skips running the examples (show_doc signatures only; faster).
+DOCS_ARGS ?=
+docs: export
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python scripts/build_docs.py $(DOCS_ARGS)
+
+# README.md is generated from nbs/index.ipynb (the home page of the site, settings.ini readme_nb): edit the notebook's
+# markdown cells, then run `make readme`. tests/test_docs.py fails when README.md is not that export.
+readme:
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON)) scripts/build_docs.py --readme
 
 test: install
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest tests -q -p no:cacheprovider
