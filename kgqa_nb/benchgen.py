@@ -142,27 +142,33 @@ class Lexicon:
 
     def merged(self, other: 'Lexicon') -> 'Lexicon':
         "This lexicon with `other`'s entries added (they win)."
-        return Lexicon(*[{**getattr(self, f), **getattr(other, f)} for f in ('relations', 'time_keys', 'comparatives', 'concepts')])
+        return Lexicon(*[{**getattr(self, f), **getattr(other, f)} for f in ('relations', 'time_keys', 'comparatives',
+                                                                             'concepts')])
 
 DEFAULT_LEXICON = Lexicon(
     relations={
         'director': {'backward': ['directed by {e}'], 'forward': ['who directed {e}']},
         'screenwriter': {'backward': ['written by {e}'], 'forward': ['who wrote {e}']},
-        'cast member': {'backward': ['starring {e}', 'featuring {e}'], 'forward': ['who starred in {e}', 'who appeared in {e}']},
+        'cast member': {'backward': ['starring {e}', 'featuring {e}'], 'forward': ['who starred in {e}',
+                                                                                   'who appeared in {e}']},
         'tag': {'backward': ['tagged with {e}'], 'forward': ['that {e} is tagged with']},
         'performer': {'backward': ['performed by {e}'], 'forward': ['who performed {e}']},
         'place of birth': {'backward': ['born in {e}'], 'forward': ['where {e} was born']},
-        'award received': {'backward': ['who received {e}', 'that won {e}'], 'forward': ['that {e} received', 'won by {e}']},
+        'award received': {'backward': ['who received {e}', 'that won {e}'], 'forward': ['that {e} received',
+                                                                                         'won by {e}']},
         'member of sports team': {'backward': ['who played for {e}'], 'forward': ['that {e} played for']},
         'country': {'backward': ['located in {e}'], 'forward': ['where {e} is located']},
-        'country of citizenship': {'backward': ['who held citizenship of {e}'], 'forward': ['that {e} was a citizen of']},
+        'country of citizenship': {'backward': ['who held citizenship of {e}'],
+                                   'forward': ['that {e} was a citizen of']},
         'spouse': {'backward': ['married to {e}'], 'forward': ['who married {e}']},
         'child': {'backward': ['whose child is {e}'], 'forward': ['who is a child of {e}']},
         'capital': {'backward': ['whose capital is {e}'], 'forward': ['that is the capital of {e}']},
-        'official language': {'backward': ['where {e} is an official language'], 'forward': ['spoken officially in {e}']},
+        'official language': {'backward': ['where {e} is an official language'],
+                              'forward': ['spoken officially in {e}']},
         'educated at': {'backward': ['educated at {e}'], 'forward': ['where {e} studied']},
         'employer': {'backward': ['who worked for {e}'], 'forward': ['that employed {e}']},
-        'located in the administrative territorial entity': {'backward': ['located in {e}'], 'forward': ['where {e} is located']},
+        'located in the administrative territorial entity': {'backward': ['located in {e}'],
+                                                             'forward': ['where {e} is located']},
         'country of origin': {'backward': ['from {e}', 'produced in {e}'], 'forward': ['where {e} was made']},
         'shares border with': {'backward': ['bordering {e}'], 'forward': ['bordering {e}']},
         'headquarters location': {'backward': ['headquartered in {e}'], 'forward': ['where {e} has its headquarters']},
@@ -187,7 +193,8 @@ DEFAULT_LEXICON = Lexicon(
         'area': ('larger', 'smaller', 'largest', 'smallest'),
         'duration': ('longer', 'shorter', 'longest', 'shortest'),
         'mass': ('heavier', 'lighter', 'heaviest', 'lightest'),
-        'elevation above sea level': ('higher above sea level', 'lower above sea level', 'highest above sea level', 'lowest above sea level'),
+        'elevation above sea level': ('higher above sea level', 'lower above sea level', 'highest above sea level',
+                                      'lowest above sea level'),
     },
     concepts={'human': ('person', 'people'), 'person': ('person', 'people')},
 )
@@ -219,7 +226,8 @@ def _shift(v: Value, rng: random.Random, up: bool) -> Value:
 def threshold(ix: KBIndex, key: str, v: Value, rng: random.Random, up: bool) -> Value:
     "A value strictly above (`up`) or below `v`: another KB value of the key when there is one, else a shifted one."
     if v.type in ('quantity', 'year'):
-        others = [w for w in ix.values_of(key) if w.type == v.type and w.unit == v.unit and (w.value > v.value if up else w.value < v.value)]
+        others = [w for w in ix.values_of(key) if w.type == v.type and w.unit == v.unit
+                  and (w.value > v.value if up else w.value < v.value)]
         if others and rng.random() < 0.7: return rng.choice(others)
     return _shift(v, rng, up)
 
@@ -255,7 +263,8 @@ def has_qual_type(quals: dict, qual_type: str | None) -> bool:
     return any(qual_type is None or v.type == qual_type for vs in quals.values() for v in vs)
 
 def qual_clause(quals: dict, rng: random.Random, qual_type: str | None = None) -> tuple | None:
-    "(step, clause) of a qualifier filter that a fact with these qualifiers satisfies (on a value of `qual_type`), or None."
+    ("(step, clause) of a qualifier filter that a fact with these qualifiers satisfies (on a value of `qual_type`), "
+     "or None.")
     keys = sorted(k for k, vs in quals.items() if has_qual_type({k: vs}, qual_type))
     if not keys: return None
     qk = rng.choice(keys)
@@ -265,7 +274,8 @@ def qual_clause(quals: dict, rng: random.Random, qual_type: str | None = None) -
     if r < 0.6 or (qv.type == 'quantity' and float(num_text(qv.value)) != qv.value and r < 0.8): op, t = '=', qv
     elif r < 0.8: op, t = '<', _shift(qv, rng, up=True)
     else: op, t = '>', _shift(qv, rng, up=False)
-    if qv.type == 'quantity' and op == '=' and float(num_text(qv.value)) != qv.value: op, t = '>', _shift(qv, rng, up=False)
+    if qv.type == 'quantity' and op == '=' and float(num_text(qv.value)) != qv.value:
+        op, t = '>', _shift(qv, rng, up=False)
     if qv.type == 'year' and op != '=' and rng.random() < 0.4:  # a date bound on a year compares by year: QFilterDate
         t = Value('date', date(t.value, 1, 1) if op == '<' else date(t.value, 12, 31))
     return (filter_function(t, 'QFilter'), [qk, value_text(t), op]), ('qual', qk, t, op)
@@ -360,7 +370,8 @@ def unique_loc(ix: KBIndex, e: int, rng: random.Random, executor: KoPLExecutor, 
     return loc if len(ids) == 1 and ids[0] == e else name_loc(ix, e)
 
 # %% ../nbs/09_benchgen.ipynb #d00aa046
-TIME_OPS = {'<': ['before', 'earlier than'], '>': ['after', 'later than'], '=': ['in'], '!=': ['not in', 'in a year other than']}
+TIME_OPS = {'<': ['before', 'earlier than'], '>': ['after', 'later than'], '=': ['in'],
+            '!=': ['not in', 'in a year other than']}
 NUM_OPS = {'<': ['less than', 'below', 'under'], '>': ['greater than', 'more than', 'above', 'over'],
            '=': ['equal to', 'exactly'], '!=': ['not equal to', 'other than']}
 
@@ -526,18 +537,21 @@ class Templates:
 
     def mh_query_relation(self, rng: random.Random) -> Draft | None:
         e = self.ix.pick(rng, 'rel')
-        facts = [f for f in self.ix.rels(e) if f.direction == 'forward' and f.other != e and not self.ix.kg.is_concept[f.other]]
+        facts = [f for f in self.ix.rels(e) if f.direction == 'forward' and f.other != e
+                 and not self.ix.kg.is_concept[f.other]]
         if e is None or not facts or not self.ix.nameable[e]: return None
         f = rng.choice(facts)
         loc = unique_loc(self.ix, f.other, rng, self.ex, p_name=0.0)
-        if loc is None or loc.name is not None or any(c[0] == 'rel' and c[1] == f.relation for c in loc.clauses): return None
+        if loc is None or loc.name is not None or any(c[0] == 'rel' and c[1] == f.relation for c in loc.clauses):
+            return None
         r = Renderer(rng, self.lex)
         a = r.mention(self.ix.kg.names[e])
         b = r.describe(loc, 'the')
         q = r.choice(['How is {a} related to {b}?', 'What is the relation from {a} to {b}?',
                       'What is the connection between {a} and {b}?', 'In what way is {a} linked to {b}?'])
         q = q.replace('{a}', a).replace('{b}', b)
-        return self._draft(r, 'Multi-hop', 'query_relation', [('Find', [a])] + loc.steps + [('QueryRelation', [])], q, 'relation')
+        return self._draft(r, 'Multi-hop', 'query_relation', [('Find', [a])] + loc.steps + [('QueryRelation', [])], q,
+                           'relation')
 
     # ---- Qualifier ----
     def _named_fact_with_quals(self, rng: random.Random) -> tuple[int, AttrFact] | None:
@@ -574,7 +588,8 @@ class Templates:
     def q_relation_qualifier(self, rng: random.Random) -> Draft | None:
         e = self.ix.pick(rng, 'qual_rel')
         if e is None or not self.ix.nameable[e]: return None
-        facts = [f for f in self.ix.rels(e) if f.quals and f.direction == 'forward' and self.ix.nameable[f.other] and f.other != e]
+        facts = [f for f in self.ix.rels(e) if f.quals and f.direction == 'forward' and self.ix.nameable[f.other]
+                 and f.other != e]
         if not facts: return None
         f = rng.choice(facts)
         qk = rng.choice(sorted(f.quals))
@@ -583,11 +598,14 @@ class Templates:
         opts = ['What is the {q} of {a}\'s {r} {b}?', 'For {a} and {b}, its {r}, what is the {q}?',
                 '{b} is the {r} of {a}: what is the {q}?', 'What was the {q} of the {r} {b} of {a}?']
         if qk in ('point in time', 'start time', 'end time'):
-            opts += [{'point in time': 'When was {b} the {r} of {a}?', 'start time': 'Since when has {b} been the {r} of {a}?',
+            opts += [{'point in time': 'When was {b} the {r} of {a}?',
+                      'start time': 'Since when has {b} been the {r} of {a}?',
                       'end time': 'Until when was {b} the {r} of {a}?'}[qk]]
-            if f.relation == 'award received' and qk == 'point in time': opts += ['When did {a} receive {b}?', 'When was {a} awarded {b}?']
+            if f.relation == 'award received' and qk == 'point in time':
+                opts += ['When did {a} receive {b}?', 'When was {a} awarded {b}?']
         q = r.choice(opts).replace('{q}', qk).replace('{r}', f.relation).replace('{a}', a).replace('{b}', b)
-        steps = [('Find', [self.ix.kg.names[e]]), ('Find', [self.ix.kg.names[f.other]]), ('QueryRelationQualifier', [f.relation, qk])]
+        steps = [('Find', [self.ix.kg.names[e]]), ('Find', [self.ix.kg.names[f.other]]),
+                 ('QueryRelationQualifier', [f.relation, qk])]
         return self._draft(r, 'Qualifier', 'query_relation_qualifier', steps, q, 'value')
 
     def q_attr_under_condition(self, rng: random.Random) -> Draft | None:
@@ -597,7 +615,8 @@ class Templates:
         r = Renderer(rng, self.lex)
         d = r.mention(self.ix.kg.names[e])
         cond = f'in {r.value(qv)}' if qk == 'point in time' and rng.random() < 0.6 else \
-               r.choice(['when its {q} was {v}', 'with {q} {v}', '({q}: {v})']).replace('{q}', qk).replace('{v}', r.value(qv))
+               r.choice(['when its {q} was {v}', 'with {q} {v}', '({q}: {v})']).replace('{q}', qk).replace('{v}',
+                                                                                                           r.value(qv))
         q = r.choice(['What was the {k} of {d} {c}?', 'Tell me the {k} of {d} {c}.', '{c}, what was the {k} of {d}?'
                       if cond.startswith('in ') else 'What {k} did {d} have {c}?'])
         q = q.replace('{k}', a.key).replace('{d}', d).replace('{c}', cond)
@@ -609,15 +628,21 @@ class Templates:
         if not kinds: return None
         kind, t = rng.choice(kinds)  # spread over QFilterStr/Num/Year/Date
         e = self.ix.pick(rng, f'qual_{kind}_{t}')
-        loc = rel_loc(self.ix, e, rng, with_qual=True, qual_type=t) if kind == 'rel' else attr_loc(self.ix, e, rng, with_qual=True, qual_type=t)
+        loc = rel_loc(self.ix, e, rng, with_qual=True, qual_type=t) if kind == 'rel' else attr_loc(self.ix, e, rng,
+                                                                                                   with_qual=True,
+                                                                                                   qual_type=t)
         if loc is None: return None
         r = Renderer(rng, self.lex)
         if rng.random() < 0.5:
             loc = self._narrow_to(loc, e, rng)
             if loc is None: return None
-            q = r.choice(['Which is the {d}?', 'What is the {d}?', 'Name the {d}.']).replace('{d}', r.describe(loc, 'bare'))
+            q = r.choice(['Which is the {d}?', 'What is the {d}?', 'Name the {d}.']).replace('{d}',
+                                                                                             r.describe(loc, 'bare'))
             return self._draft(r, 'Qualifier', 'qfilter_name', loc.steps + [('QueryName', [])], q, 'entity')
-        q = r.choice(['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.']).replace('{d}', r.describe(loc, 'plural'))
+        q = r.choice(['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.']).replace('{d}',
+                                                                                                          r.describe(
+                                                                                                              loc,
+                                                                                                              'plural'))
         return self._draft(r, 'Qualifier', 'qfilter_count', loc.steps + [('Count', [])], q, 'count')
 
     # ---- Comparison ----
@@ -638,10 +663,12 @@ class Templates:
         fa = rng.choice(facts)
         c = pick_concept(self.ix, a, rng)
         pool = self.ix.members(c) if c else []
-        others = [b for b in pool if b != a and self.ix.nameable[b]] or [int(b) for b in self.ix.pools['quantity'] if b != a and self.ix.nameable[b]]
+        others = [b for b in pool if b != a and self.ix.nameable[b]] or [int(b) for b in self.ix.pools['quantity']
+                                                                         if b != a and self.ix.nameable[b]]
         rng.shuffle(others)
         for b in others[:20]:
-            fb = [x for x in self._quantity_facts(b) if x.key == fa.key and x.value.unit == fa.value.unit and x.value.value != fa.value.value]
+            fb = [x for x in self._quantity_facts(b) if x.key == fa.key and x.value.unit == fa.value.unit
+                  and x.value.value != fa.value.value]
             if fb: break
         else: return None
         greater = rng.random() < 0.5
@@ -652,9 +679,11 @@ class Templates:
         comp, adjective = self._comparative(r, fa.key, greater)
         noun = r.noun(c) if c and b in pool else 'one'
         if not adjective:
-            opts = ['Which {n} has {c}, {a} or {b}?', 'Between {a} and {b}, which has {c}?', 'Which one has {c}: {a} or {b}?']
+            opts = ['Which {n} has {c}, {a} or {b}?', 'Between {a} and {b}, which has {c}?',
+                    'Which one has {c}: {a} or {b}?']
         else:
-            opts = ['Which is {c}, {a} or {b}?', 'Which {n} is {c}, {a} or {b}?', 'Between {a} and {b}, which one is {c}?',
+            opts = ['Which is {c}, {a} or {b}?', 'Which {n} is {c}, {a} or {b}?',
+                    'Between {a} and {b}, which one is {c}?',
                     'Is {a} or {b} {c}?']
         q = r.choice(opts).replace('{n}', noun).replace('{c}', comp).replace('{a}', ma).replace('{b}', mb)
         steps = [('Find', [na]), ('Find', [nb]), ('SelectBetween', [fa.key, 'greater' if greater else 'less'])]
@@ -666,7 +695,8 @@ class Templates:
         if not facts: return None
         fa = rng.choice(facts)
         x = rng.random()
-        loc = concept_loc(self.ix, e, rng) if x < 0.4 else (rel_loc(self.ix, e, rng) if x < 0.8 else attr_loc(self.ix, e, rng))
+        loc = concept_loc(self.ix, e, rng) if x < 0.4 else (rel_loc(self.ix, e, rng) if x < 0.8
+                                                            else attr_loc(self.ix, e, rng))
         if loc is None: return None
         largest = rng.random() < 0.5
         r = Renderer(rng, self.lex)
@@ -674,7 +704,8 @@ class Templates:
             sup = self.lex.comparatives[fa.key][2 if largest else 3]
             opts = ['Which {d} is the {s}?', 'Among the {p}, which is the {s}?', 'What is the {s} {d}?']
         else:
-            sup = r.choice(['largest', 'highest', 'greatest'] if largest else ['smallest', 'lowest', 'least']) + ' ' + fa.key
+            sup = r.choice(['largest', 'highest', 'greatest'] if largest else ['smallest', 'lowest',
+                                                                               'least']) + ' ' + fa.key
             opts = ['Which {d} has the {s}?', 'Among the {p}, which one has the {s}?', 'What {d} has the {s}?']
         t = r.choice(opts)
         d = r.describe(loc, 'plural' if '{p}' in t else 'bare')
@@ -700,7 +731,8 @@ class Templates:
     def _joined(self, r: Renderer, l1: Loc, l2: Loc, word: str, plural_: bool) -> str:
         return f'{r.noun(l1.concept, plural_)} {r.clauses(l1, plural_)} {word} {r.clauses(l2, plural_)}'
 
-    def _logical(self, rng: random.Random, join: str, query: str, phrasings: list[str], answer_type: str) -> Draft | None:
+    def _logical(self, rng: random.Random, join: str, query: str, phrasings: list[str],
+                 answer_type: str) -> Draft | None:
         "Two branches over one concept joined by `join` (And: same target concept; Or: any), then `query`."
         got = self._two_branches(rng, same_target=(join == 'And'))
         if got is None: return None
@@ -711,13 +743,16 @@ class Templates:
         return self._draft(r, 'Logical', template, l1.steps + l2.steps + [(join, []), (query, [])], q, answer_type)
 
     def l_and_name(self, rng: random.Random) -> Draft | None:
-        return self._logical(rng, 'And', 'QueryName', ['Which is the {d}?', 'What is the {d}?', 'Name the {d}.'], 'entity')
+        return self._logical(rng, 'And', 'QueryName', ['Which is the {d}?', 'What is the {d}?', 'Name the {d}.'],
+                             'entity')
 
     def l_and_count(self, rng: random.Random) -> Draft | None:
-        return self._logical(rng, 'And', 'Count', ['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.'], 'count')
+        return self._logical(rng, 'And', 'Count', ['How many {d} are there?', 'What is the number of {d}?',
+                                                   'Count the {d}.'], 'count')
 
     def l_or_count(self, rng: random.Random) -> Draft | None:
-        return self._logical(rng, 'Or', 'Count', ['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.'], 'count')
+        return self._logical(rng, 'Or', 'Count', ['How many {d} are there?', 'What is the number of {d}?',
+                                                  'Count the {d}.'], 'count')
 
     # ---- Count ----
     def count(self, rng: random.Random) -> Draft | None:
@@ -728,7 +763,8 @@ class Templates:
         if rng.random() < 0.3 and (extra := attr_clause(self.ix, e, rng)) is not None:
             _insert_before_last(loc, extra[0]); loc.clauses.append(extra[1])
         r = Renderer(rng, self.lex)
-        q = r.choice(['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.', 'Give the number of {d}.',
+        q = r.choice(['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.',
+                      'Give the number of {d}.',
                       'Tell me how many {d} there are.']).replace('{d}', r.describe(loc, 'plural'))
         return self._draft(r, 'Count', 'count', loc.steps + [('Count', [])], q, 'count')
 
@@ -852,7 +888,8 @@ class Choices:
         kg = self.ix.kg
         if v.type == 'string': return rng.choice(kg.strings.items + kg.names)
         if v.type == 'year': return str(Value('year', v.value + rng.choice([-1, 1]) * rng.randint(1, 60)))
-        if v.type == 'date': return str(Value('date', v.value + timedelta(days=rng.choice([-1, 1]) * rng.randint(1, 20000))))
+        if v.type == 'date':
+            return str(Value('date', v.value + timedelta(days=rng.choice([-1, 1]) * rng.randint(1, 20000))))
         x = v.value * rng.uniform(0.2, 3.0) if v.value and not wide else v.value + rng.randint(-1000, 1000)
         x = float(round(x)) if float(v.value).is_integer() or abs(x) >= 100 else round(x, 2)
         return str(Value('quantity', x, v.unit))
@@ -876,7 +913,8 @@ class Choices:
             concepts = tuple(sorted({c for i in kg.find(answer) if not kg.is_concept[i] for c in kg.parents[i]}))
             pool = self._concept_names(concepts) if concepts else []
             if len(set(pool) - {answer}) < n - 1:
-                pool = pool + [kg.names[int(i)] for i in rng.sample(list(self.ix.pools['entity']), min(len(self.ix.pools['entity']), 50))]
+                pool = pool + [kg.names[int(i)] for i in rng.sample(list(self.ix.pools['entity']),
+                                                                    min(len(self.ix.pools['entity']), 50))]
         else:
             table = 'attr' if out.table is kg.attr_val else 'qual'
             row = int(out.rows[0])
@@ -914,7 +952,8 @@ class BenchmarkGenerator:
         got = checked_answer(self.ex, draft, self.dropped)
         if got is None: return None
         answer, program, out = got
-        if draft.kind == 'entity' and draft.template != 'select_between' and answer in draft.mentions: return None  # no giveaways
+        if draft.kind == 'entity' and draft.template != 'select_between' and answer in draft.mentions: return None  # no
+            # giveaways
         answer_type = self.kg.value(out.table, int(out.rows[0])).type if draft.kind == 'value' else draft.kind
         return {'question': draft.question, 'program': program, 'choices': self.choices.make(draft, answer, out, rng),
                 'answer': answer, 'category': draft.category, 'template': draft.template, 'answer_type': answer_type,
@@ -992,10 +1031,13 @@ def load_kqapro_split(folder: str | Path,  # a KQA Pro-style folder (ours or the
                      ) -> list[dict]:
     "The records of one split, each with every key of `KQAPRO_FIELDS` (None where the file has none)."
     path = Path(folder)/f'{split}.json'
-    if not path.exists(): raise FileNotFoundError(f'{path}: no such split file (expected {", ".join(f + ".json" for f in SPLITS)})')
+    if not path.exists():
+        raise FileNotFoundError(f'{path}: no such split file (expected {", ".join(f + ".json" for f in SPLITS)})')
     try: data = json.loads(path.read_text(encoding='utf-8'))
-    except json.JSONDecodeError as e: raise DatasetFormatError(f'{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})') from None
-    if not isinstance(data, list): raise DatasetFormatError(f'{path}: expected a list of questions, got {type(data).__name__}')
+    except json.JSONDecodeError as e:
+        raise DatasetFormatError(f'{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})') from None
+    if not isinstance(data, list):
+        raise DatasetFormatError(f'{path}: expected a list of questions, got {type(data).__name__}')
     out = []
     for i, q in enumerate(data):
         if not isinstance(q, dict) or 'question' not in q:
@@ -1019,7 +1061,8 @@ def gold_program_accuracy(executor: KoPLExecutor,  # over the benchmark's KB
         except (ProgramError, ExecutionError) as e:  # a wrong answer; anything else is a bug and is raised
             if errors is not None: errors[type(e).__name__] += 1
             preds.append(None)
-    return proportion(sum(answers_match(q['answer'], single_answer(p)) for q, p in zip(questions, preds)), len(questions))
+    return proportion(sum(answers_match(q['answer'], single_answer(p)) for q, p in zip(questions, preds)),
+                      len(questions))
 
 def program_free_baseline(train: list[dict],  # where the most common answers are counted
                           test: list[dict],  # what is scored
@@ -1053,15 +1096,18 @@ def demo_benchmark(n_per_category: int = 200,  # questions wanted per category
     return write_benchmark(folder, kb, generate_benchmark(kb, n_per_category, seed))
 
 # %% ../nbs/09_benchgen.ipynb #39506df3
-METAQA_RELATIONS = {'directed_by': 'director', 'written_by': 'screenwriter', 'starred_actors': 'cast member', 'has_tags': 'tag'}
-METAQA_ROLES = {'directed_by': 'film director', 'written_by': 'screenwriter', 'starred_actors': 'actor', 'has_tags': 'tag'}
+METAQA_RELATIONS = {'directed_by': 'director', 'written_by': 'screenwriter', 'starred_actors': 'cast member',
+                    'has_tags': 'tag'}
+METAQA_ROLES = {'directed_by': 'film director', 'written_by': 'screenwriter', 'starred_actors': 'actor',
+                'has_tags': 'tag'}
 METAQA_ATTRIBUTES = {'release_year': ('publication date', 'year'), 'in_language': ('language', 'string'),
                      'has_imdb_rating': ('IMDb rating', 'string'), 'has_imdb_votes': ('IMDb votes', 'string')}
 METAQA_CATEGORIES = ('Multi-hop', 'Logical', 'Count', 'Verify')
 
 def _read_metaqa_triples(path: Path) -> list[tuple[str, str, str]]:
     triples = read_metaqa_triples(path)
-    unknown = sorted({r for _, r, _ in triples if r not in METAQA_RELATIONS and r not in METAQA_ATTRIBUTES and r != 'has_genre'})
+    unknown = sorted({r for _, r, _ in triples if r not in METAQA_RELATIONS and r not in METAQA_ATTRIBUTES
+                      and r != 'has_genre'})
     if unknown: raise DatasetFormatError(f'{path}: unknown MetaQA relations {unknown}')
     return triples
 
@@ -1095,7 +1141,8 @@ def metaqa_as_kopl(kb_txt_path: str | Path,  # MetaQA's kb.txt
             key, typ = METAQA_ATTRIBUTES[r]
             if typ == 'year' and not re.fullmatch(r'-?\d{1,4}', t):
                 raise DatasetFormatError(f'{path}: {h}|{r}|{t}: expected a year')
-            film['attributes'].append({'key': key, 'value': {'type': typ, 'value': int(t) if typ == 'year' else t}, 'qualifiers': {}})
+            film['attributes'].append({'key': key, 'value': {'type': typ, 'value': int(t) if typ == 'year' else t},
+                                       'qualifiers': {}})
         else:
             other = entity(t)
             rel = METAQA_RELATIONS[r]
@@ -1106,7 +1153,8 @@ def metaqa_as_kopl(kb_txt_path: str | Path,  # MetaQA's kb.txt
         genres = [c for c in ts if c.startswith('C')]
         roles = [cid[c] for c in ts if not c.startswith('C') and c != 'film']
         is_film = 'film' in ts
-        entities[eid[name]]['instanceOf'] = list(dict.fromkeys(genres + ([] if genres or not is_film else ['C0']) + roles))
+        entities[eid[name]]['instanceOf'] = list(dict.fromkeys(genres + ([] if genres or not is_film
+                                                                         else ['C0']) + roles))
     return {'concepts': concepts, 'entities': entities}
 
 def metaqa_lexicon(kb: dict) -> Lexicon:

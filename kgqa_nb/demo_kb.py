@@ -122,8 +122,10 @@ class KBBuilder:
         "Add `subject --relation--> obj`: forward on the subject, backward on the object."
         s, o = self.eid(subject), self.eid(obj)
         q = qualifiers or {}
-        self.entities[s]['relations'].append({'relation': relation, 'direction': 'forward', 'object': o, 'qualifiers': copy.deepcopy(q)})
-        self.entities[o]['relations'].append({'relation': relation, 'direction': 'backward', 'object': s, 'qualifiers': copy.deepcopy(q)})
+        self.entities[s]['relations'].append({'relation': relation, 'direction': 'forward', 'object': o,
+                                              'qualifiers': copy.deepcopy(q)})
+        self.entities[o]['relations'].append({'relation': relation, 'direction': 'backward', 'object': s,
+                                              'qualifiers': copy.deepcopy(q)})
 
     def add_symmetric(self, a: str, relation: str, b: str, qualifiers: dict | None = None):
         "A symmetric relation ('spouse', 'shares border with'), stated from both sides as on Wikidata."
@@ -166,7 +168,8 @@ def _add_reference_items(b: KBBuilder, t: dict[str, list]):
     for slug, name in t['film_genres']: b.add_entity(slug, name, ['film_genre'])
 
 def population_qualifiers(value: int, y: int) -> dict:
-    "`point in time`, plus `determination method: census` for a figure that is not a multiple of 100 (all such figures in these tables are census counts)."
+    ("`point in time`, plus `determination method: census` for a figure that is not a multiple of 100 (all such "
+     "figures in these tables are census counts).")
     q = at(y)
     if value % 100: q['determination method'] = [string('census')]
     return q
@@ -319,7 +322,8 @@ VALUE_KINDS = {'string': 'string', 'quantity': 'quantity', 'date': 'time', 'year
 
 def value_problem(v) -> str | None:
     "What is wrong with one KoPL value dict, or None."
-    if not isinstance(v, dict) or v.get('type') not in VALUE_KINDS: return f'bad value {v!r} (type must be one of {list(VALUE_KINDS)})'
+    if not isinstance(v, dict) or v.get('type') not in VALUE_KINDS:
+        return f'bad value {v!r} (type must be one of {list(VALUE_KINDS)})'
     t, x = v['type'], v.get('value')
     if t == 'string' and not isinstance(x, str): return f'string value {x!r} is not a str'
     if t == 'quantity':
@@ -351,11 +355,13 @@ def kopl_kb_problems(kb: dict,  # a KB in the current KoPL JSON schema
     problems += [f'id {i!r} is both a concept and an entity' for i in set(concepts) & set(entities)]
     for cid, c in concepts.items():
         if not c.get('name'): problems.append(f'concepts[{cid!r}]: no name')
-        problems += [f'concepts[{cid!r}]: subclassOf {p!r} is not a concept' for p in c.get('subclassOf', []) if p not in concepts]
+        problems += [f'concepts[{cid!r}]: subclassOf {p!r} is not a concept' for p in c.get('subclassOf',
+                                                                                            []) if p not in concepts]
     kinds, units, directed = {}, {}, Counter()
     for eid, e in entities.items():
         if not e.get('name'): problems.append(f'entities[{eid!r}]: no name')
-        problems += [f'entities[{eid!r}]: instanceOf {c!r} is not a concept' for c in e.get('instanceOf', []) if c not in concepts]
+        problems += [f'entities[{eid!r}]: instanceOf {c!r} is not a concept' for c in e.get('instanceOf',
+                                                                                            []) if c not in concepts]
         for where, key, v in _fact_values(e):
             bad = value_problem(v)
             if bad: problems.append(f'entities[{eid!r}].{where} {key!r}: {bad}'); continue
@@ -363,17 +369,21 @@ def kopl_kb_problems(kb: dict,  # a KB in the current KoPL JSON schema
             if v['type'] == 'quantity': units.setdefault(key, set()).add(v['unit'])
         for n, r in enumerate(e.get('relations', [])):
             where = f'entities[{eid!r}].relations[{n}]'
-            if r.get('object') not in entities and r.get('object') not in concepts: problems.append(f'{where}: object {r.get("object")!r} does not exist')
-            if r.get('direction') not in ('forward', 'backward'): problems.append(f'{where}: direction {r.get("direction")!r}')
+            if r.get('object') not in entities and r.get('object') not in concepts:
+                problems.append(f'{where}: object {r.get("object")!r} does not exist')
+            if r.get('direction') not in ('forward', 'backward'):
+                problems.append(f'{where}: direction {r.get("direction")!r}')
             q = json.dumps(r.get('qualifiers', {}), sort_keys=True)
-            fact = (eid, r.get('relation'), r.get('object'), q) if r.get('direction') == 'forward' else (r.get('object'), r.get('relation'), eid, q)
+            fact = (eid, r.get('relation'), r.get('object'),
+                    q) if r.get('direction') == 'forward' else (r.get('object'), r.get('relation'), eid, q)
             directed[fact] += 1 if r.get('direction') == 'forward' else -1
     problems += [f'key {k!r} mixes value kinds {sorted(ks)}' for k, ks in kinds.items() if len(ks) > 1]
     problems += [f'quantity key {k!r} mixes units {sorted(us)}' for k, us in units.items() if len(us) > 1]
     if both_directions:
         for (s, rel, o, q), diff in directed.items():
             if diff > 0: problems.append(f'{s} --{rel}--> {o} {q}: forward fact without its backward fact on {o!r}')
-            if diff < 0: problems.append(f'{s} --{rel}--> {o} {q}: backward fact on {o!r} without its forward fact on {s!r}')
+            if diff < 0:
+                problems.append(f'{s} --{rel}--> {o} {q}: backward fact on {o!r} without its forward fact on {s!r}')
     return problems
 
 def check_kopl_kb(kb: dict, both_directions: bool = True, source: str = '<dict>'):
@@ -413,7 +423,8 @@ def write_kopl_json(kb: dict,  # a KB in the current KoPL JSON schema
     def block(items: dict) -> str:
         return ',\n'.join(f'{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}' for k, v in items.items())
     path = Path(path)
-    path.write_text('{"concepts": {\n' + block(kb['concepts']) + '\n},\n"entities": {\n' + block(kb['entities']) + '\n}}\n', encoding='utf-8')
+    path.write_text('{"concepts": {\n' + block(kb['concepts']) + '\n},\n"entities": {\n'
+                    + block(kb['entities']) + '\n}}\n', encoding='utf-8')
     return path
 
 def demo_kb_path() -> Path:

@@ -145,7 +145,8 @@ class Score:
     value: float
     low: float
     high: float
-    def __str__(self): return f'{100*self.value:.2f}% [{100*self.low:.2f}, {100*self.high:.2f}] ({self.correct:g}/{self.total})'
+    def __str__(self):
+        return f'{100*self.value:.2f}% [{100*self.low:.2f}, {100*self.high:.2f}] ({self.correct:g}/{self.total})'
 
 def proportion(correct: float,  # hits
                total: int,  # questions
@@ -191,7 +192,8 @@ def category_accuracy(programs: Sequence[Sequence[dict] | Sequence[str]],  # gol
                      ) -> dict[str, Score]:
     "Accuracy overall and per KQA Pro category (each a `Score` with a Wilson interval)."
     if not len(programs) == len(golds) == len(predictions):
-        raise ValueError(f'category_accuracy: {len(programs)} programs, {len(golds)} answers, {len(predictions)} predictions')
+        raise ValueError(f'category_accuracy: {len(programs)} programs, {len(golds)} answers, {len(predictions)} '
+                         'predictions')
     correct = dict.fromkeys(('Overall', *CATEGORIES), 0)
     total = dict.fromkeys(('Overall', *CATEGORIES), 0)
     for prog, gold, pred in zip(programs, golds, predictions):
@@ -230,7 +232,8 @@ def mcnemar_exact(only_a: int,  # questions only the first system answers
     tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2 ** n
     return min(1.0, 2 * tail)
 
-def paired_comparison(reference: Sequence[dict],  # per-question records of the reference system: `id`, `dataset`, `hit` (0/1)
+def paired_comparison(reference: Sequence[dict],  # per-question records of the reference system: `id`, `dataset`, `hit`
+                                                  # (0/1)
                       other: Sequence[dict],  # the other system's records, same keys
                       key: str = 'hit',  # the per-question score compared
                      ) -> list[dict]:

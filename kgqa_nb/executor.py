@@ -188,7 +188,9 @@ class KoPLExecutor:
 
     def _key_type(self, key: str) -> str:
         t = self.kg.key_type.get(key)
-        if t is None: raise ExecutionError(f'{key!r} is not an attribute or qualifier key of this KG, so its value type is unknown')
+        if t is None:
+            raise ExecutionError(f'{key!r} is not an attribute or qualifier key of this KG, so its value type is '
+                                 'unknown')
         return t
 
     # ---- the 27 functions ----
@@ -224,7 +226,8 @@ class KoPLExecutor:
         return Ents(kg.rel_obj[rows], kg.n_attr + rows.astype(np.int64))
 
     def And(self, a: Ents, b: Ents) -> Ents:
-        if a.every or b.every: return Ents(np.unique(b.ids if a.every else a.ids)) if not (a.every and b.every) else self._every
+        if a.every or b.every:
+            return Ents(np.unique(b.ids if a.every else a.ids)) if not (a.every and b.every) else self._every
         return Ents(np.intersect1d(a.ids, b.ids))
 
     def Or(self, a: Ents, b: Ents) -> Ents:

@@ -88,31 +88,45 @@ _E, _F = (ENTITIES,), (FACTS,)
 FUNCTIONS = {f.name: f for f in [
     _f('FindAll', (), '', ENTITIES, 'all entities in the KG'),
     _f('Find', (), 'entity:entity', ENTITIES, 'the entities with the given name'),
-    _f('FilterConcept', _E, 'concept:concept', ENTITIES, 'the input entities that belong to the concept (or a sub-concept)'),
+    _f('FilterConcept', _E, 'concept:concept', ENTITIES,
+       'the input entities that belong to the concept (or a sub-concept)'),
     _f('FilterStr', _E, 'key:key value:string', FACTS, 'the input entities whose string attribute equals the value'),
-    _f('FilterNum', _E, 'key:key value:number op:op', FACTS, 'the input entities whose quantity attribute compares to the value with op'),
-    _f('FilterYear', _E, 'key:key value:year op:op', FACTS, 'the input entities whose year attribute compares to the value with op'),
-    _f('FilterDate', _E, 'key:key value:date op:op', FACTS, 'the input entities whose date attribute compares to the value with op'),
+    _f('FilterNum', _E, 'key:key value:number op:op', FACTS,
+       'the input entities whose quantity attribute compares to the value with op'),
+    _f('FilterYear', _E, 'key:key value:year op:op', FACTS,
+       'the input entities whose year attribute compares to the value with op'),
+    _f('FilterDate', _E, 'key:key value:date op:op', FACTS,
+       'the input entities whose date attribute compares to the value with op'),
     _f('QFilterStr', _F, 'qkey:qkey qvalue:string', FACTS, 'the input facts whose string qualifier equals the value'),
-    _f('QFilterNum', _F, 'qkey:qkey qvalue:number op:op', FACTS, 'the input facts whose quantity qualifier compares to the value with op'),
-    _f('QFilterYear', _F, 'qkey:qkey qvalue:year op:op', FACTS, 'the input facts whose year qualifier compares to the value with op'),
-    _f('QFilterDate', _F, 'qkey:qkey qvalue:date op:op', FACTS, 'the input facts whose date qualifier compares to the value with op'),
-    _f('Relate', _E, 'relation:relation direction:direction', FACTS, 'the entities linked to the input entities by the relation'),
+    _f('QFilterNum', _F, 'qkey:qkey qvalue:number op:op', FACTS,
+       'the input facts whose quantity qualifier compares to the value with op'),
+    _f('QFilterYear', _F, 'qkey:qkey qvalue:year op:op', FACTS,
+       'the input facts whose year qualifier compares to the value with op'),
+    _f('QFilterDate', _F, 'qkey:qkey qvalue:date op:op', FACTS,
+       'the input facts whose date qualifier compares to the value with op'),
+    _f('Relate', _E, 'relation:relation direction:direction', FACTS,
+       'the entities linked to the input entities by the relation'),
     _f('And', _E*2, '', ENTITIES, 'the intersection of two entity sets'),
     _f('Or', _E*2, '', ENTITIES, 'the union of two entity sets'),
     _f('QueryName', _E, '', NAME, 'the names of the input entities'),
     _f('Count', _E, '', COUNT, 'the number of input entities'),
     _f('QueryAttr', _E, 'key:key', VALUE, 'the values of an attribute of the input entities'),
-    _f('QueryAttrUnderCondition', _E, 'key:key qkey:qkey qvalue:value', VALUE, 'the attribute values whose fact has the given qualifier value'),
+    _f('QueryAttrUnderCondition', _E, 'key:key qkey:qkey qvalue:value', VALUE,
+       'the attribute values whose fact has the given qualifier value'),
     _f('QueryRelation', _E*2, '', RELATION, 'the relations from the first entities to the second'),
-    _f('SelectBetween', _E*2, 'key:key op:between_op', NAME, 'of two entities, the one whose quantity attribute is less or greater'),
-    _f('SelectAmong', _E, 'key:key op:among_op', NAME, 'the input entities whose quantity attribute is the smallest or largest'),
+    _f('SelectBetween', _E*2, 'key:key op:between_op', NAME,
+       'of two entities, the one whose quantity attribute is less or greater'),
+    _f('SelectAmong', _E, 'key:key op:among_op', NAME,
+       'the input entities whose quantity attribute is the smallest or largest'),
     _f('VerifyStr', (VALUE,), 'value:string', BOOLEAN, 'whether the values equal the string'),
-    _f('VerifyNum', (VALUE,), 'value:number op:op', BOOLEAN, 'whether the quantity values compare to the value with op'),
+    _f('VerifyNum', (VALUE,), 'value:number op:op', BOOLEAN,
+       'whether the quantity values compare to the value with op'),
     _f('VerifyYear', (VALUE,), 'value:year op:op', BOOLEAN, 'whether the year values compare to the value with op'),
     _f('VerifyDate', (VALUE,), 'value:date op:op', BOOLEAN, 'whether the date values compare to the value with op'),
-    _f('QueryAttrQualifier', _E, 'key:key value:value qkey:qkey', QVALUE, 'the qualifier values of the attribute fact with the given value'),
-    _f('QueryRelationQualifier', _E*2, 'relation:relation qkey:qkey', QVALUE, 'the qualifier values of the relation facts between the entities'),
+    _f('QueryAttrQualifier', _E, 'key:key value:value qkey:qkey', QVALUE,
+       'the qualifier values of the attribute fact with the given value'),
+    _f('QueryRelationQualifier', _E*2, 'relation:relation qkey:qkey', QVALUE,
+       'the qualifier values of the relation facts between the entities'),
 ]}
 ALIASES = {'What': 'QueryName'}
 
@@ -170,7 +184,8 @@ class Step:
     dependencies: tuple  # indices of the steps that feed the functional inputs
     output: str  # output type
 
-    def to_dict(self) -> dict: return {'function': self.function, 'inputs': list(self.inputs), 'dependencies': list(self.dependencies)}
+    def to_dict(self) -> dict:
+        return {'function': self.function, 'inputs': list(self.inputs), 'dependencies': list(self.dependencies)}
 
 _NUMBER = re.compile(r'^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?(\s+\S.*)?$')
 _YEAR = re.compile(r'^-?\d{1,4}$')
@@ -191,7 +206,8 @@ def input_problem(kind: str,  # the `Param.kind`
     if allowed is not None: return None if text in allowed else f'expected one of {", ".join(allowed)}, got {text!r}'
     if kind == 'number' and not _NUMBER.match(text): return f'expected a number with an optional unit, got {text!r}'
     if kind == 'year' and not (_YEAR.match(text.strip()) or parse_date(text)): return f'expected a year, got {text!r}'
-    if kind == 'date' and not (parse_date(text) or _YEAR.match(text.strip())): return f'expected a date yyyy-mm-dd, got {text!r}'
+    if kind == 'date' and not (parse_date(text) or _YEAR.match(text.strip())):
+        return f'expected a date yyyy-mm-dd, got {text!r}'
     return None
 
 # %% ../nbs/02_functions.ipynb #150c8d39
@@ -201,7 +217,8 @@ _BY_NAME = {**FUNCTIONS, **{a: FUNCTIONS[c] for a, c in ALIASES.items()}}
 def _check_inputs(i: int, fn: KoPLFunction, inputs) -> tuple:
     if not isinstance(inputs, (list, tuple)): raise ArityError(f'inputs must be a list, got {inputs!r}', i, fn.name)
     if len(inputs) != len(fn.params):
-        raise ArityError(f'takes {len(fn.params)} textual inputs ({", ".join(p.name for p in fn.params)}), got {len(inputs)}', i, fn.name)
+        raise ArityError(f'takes {len(fn.params)} textual inputs ({", ".join(p.name for p in fn.params)}), got '
+                         f'{len(inputs)}', i, fn.name)
     for p, text in zip(fn.params, inputs):
         if p.kind in _FREE_TEXT and isinstance(text, str): continue
         if (problem := input_problem(p.kind, text)): raise InvalidInputError(f'{p.name}: {problem}', i, fn.name)
@@ -221,29 +238,36 @@ def _check_dependencies(i: int, fn: KoPLFunction, raw, branch_ends: list) -> tup
     deps = tuple(d for d in raw if d >= 0)  # kopl-engine pads with -1
     if len(deps) != len(fn.inputs):
         raise DependencyError(f'expects {len(fn.inputs)} dependencies, got {list(deps)}', i, fn.name)
-    if any(d >= i for d in deps): raise DependencyError(f'dependencies must point at earlier steps, got {list(deps)}', i, fn.name)
+    if any(d >= i for d in deps):
+        raise DependencyError(f'dependencies must point at earlier steps, got {list(deps)}', i, fn.name)
     return deps
 
 def check_program(program: list[dict],  # KQA Pro format; `dependencies` optional
                   allow_unused: bool = False,  # accept branches whose result no later step reads
                  ) -> list[Step]:
     "Check a program statically and return its `Step`s; raises a `ProgramError` subclass on the first problem."
-    if not isinstance(program, (list, tuple)) or not program: raise ProgramError('a program is a non-empty list of steps')
+    if not isinstance(program, (list, tuple)) or not program:
+        raise ProgramError('a program is a non-empty list of steps')
     steps, branch_ends, used = [], [], set()
     for i, s in enumerate(program):
         if not isinstance(s, dict) or 'function' not in s:
             raise ProgramError(f"each step must be a dict with 'function' and 'inputs', got {s!r}", i)
         fn = _BY_NAME.get(s['function']) if isinstance(s['function'], str) else None
-        if fn is None: raise UnknownFunctionError(f'unknown function {s["function"]!r}; known: {", ".join(FUNCTIONS)}', i, str(s['function']))
+        if fn is None:
+            raise UnknownFunctionError(f'unknown function {s["function"]!r}; known: {", ".join(FUNCTIONS)}', i,
+                                       str(s['function']))
         inputs = _check_inputs(i, fn, s.get('inputs', []))
         if fn.starts_branch and i > 0: branch_ends.append(i - 1)
         deps = _check_dependencies(i, fn, s.get('dependencies'), branch_ends)
         for want, d in zip(fn.inputs, deps):
             if not accepts(want, steps[d].output):
-                raise TypeMismatchError(f'expects {want} but step {d} ({steps[d].function}) gives {steps[d].output}', i, fn.name)
+                raise TypeMismatchError(f'expects {want} but step {d} ({steps[d].function}) gives {steps[d].output}',
+                                        i, fn.name)
         used.update(deps)
         steps.append(Step(fn.name, inputs, deps, fn.output))
     if not allow_unused:
         unused = [i for i in range(len(steps) - 1) if i not in used]
-        if unused: raise DependencyError(f'the result of step {unused[0]} ({steps[unused[0]].function}) is never used', unused[0], steps[unused[0]].function)
+        if unused:
+            raise DependencyError(f'the result of step {unused[0]} ({steps[unused[0]].function}) is never used',
+                                  unused[0], steps[unused[0]].function)
     return steps

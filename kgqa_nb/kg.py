@@ -154,7 +154,8 @@ class KG:
         "Everything the KG says about one item, as plain data (for reading, not for execution)."
         attrs = [(self.keys.items[self.attr_key[i]], self.value(self.attr_val, i), self.qualifiers(i))
                  for i in range(self.attr_ptr[item], self.attr_ptr[item+1])]
-        rels = [(self.relations.items[self.rel_rel[j]], ('forward', 'backward')[self.rel_dir[j]], self.names[self.rel_obj[j]],
+        rels = [(self.relations.items[self.rel_rel[j]], ('forward', 'backward')[self.rel_dir[j]],
+                 self.names[self.rel_obj[j]],
                  self.qualifiers(self.n_attr + j)) for j in range(self.rel_ptr[item], self.rel_ptr[item+1])]
         return {'id': self.ids[item], 'name': self.names[item], 'concept': bool(self.is_concept[item]),
                 'instance_of': [self.names[p] for p in self.parents[item]], 'attributes': attrs, 'relations': rels}
@@ -178,7 +179,8 @@ class KG:
     def nbytes(self) -> int:
         "Bytes held by the numpy columns and indexes (Python strings and dicts not counted)."
         arrays = [self.attr_ent, self.attr_key, self.rel_src, self.rel_rel, self.rel_dir, self.rel_obj,
-                  self.qual_key, self.qual_ptr, self.attr_ptr, self.rel_ptr, self.is_concept, *self.attr_by_key, *self.rel_by_rd]
+                  self.qual_key, self.qual_ptr, self.attr_ptr, self.rel_ptr, self.is_concept, *self.attr_by_key,
+                  *self.rel_by_rd]
         return sum(a.nbytes for a in arrays) + self.attr_val.nbytes + self.qual_val.nbytes + \
                sum(a.nbytes for a in self.concept_members.values())
 
@@ -211,7 +213,8 @@ class KGBuilder:
         t = v['type']
         try:
             if t == 'string': cols.append(STRING, sid=self.strings.add(str(v['value'])))
-            elif t == 'quantity': cols.append(QUANTITY, num=float(v['value']), unit=self.units.add(str(v.get('unit', '1'))))
+            elif t == 'quantity':
+                cols.append(QUANTITY, num=float(v['value']), unit=self.units.add(str(v.get('unit', '1'))))
             elif t in ('date', 'year'):
                 vt, y, d = parse_time(v['value'])
                 cols.append(vt, year=y, day=d)
@@ -225,9 +228,11 @@ class KGBuilder:
 
     def add_qualifiers(self, owner: tuple, quals: dict, where: Where):
         if not quals and isinstance(quals, dict): return
-        if not isinstance(quals, dict): raise KGFormatError(f'{where}.qualifiers: expected a dict of key -> list of values, got {quals!r}')
+        if not isinstance(quals, dict):
+            raise KGFormatError(f'{where}.qualifiers: expected a dict of key -> list of values, got {quals!r}')
         for qk, qvs in quals.items():
-            if not isinstance(qvs, list): raise KGFormatError(f'{where}.qualifiers[{qk!r}]: expected a list of values, got {qvs!r}')
+            if not isinstance(qvs, list):
+                raise KGFormatError(f'{where}.qualifiers[{qk!r}]: expected a list of values, got {qvs!r}')
             k = self.keys.add(qk)
             for n, qv in enumerate(qvs):
                 self._note_type(qk, self._add_value(self.qual_val, qv, Where('{}.qualifiers[{!r}][{}]', where, qk, n)))
@@ -253,7 +258,8 @@ class KGBuilder:
         kg.name_index = defaultdict(list)
         for n, name in enumerate(self.names): kg.name_index[name].append(n)
         kg.name_index = dict(kg.name_index)
-        kg.keys, kg.relations, kg.units, kg.strings, kg.key_type = self.keys, self.relations, self.units, self.strings, self.key_type
+        kg.keys, kg.relations, kg.units, kg.strings, kg.key_type = (self.keys, self.relations, self.units, self.strings,
+                                                                    self.key_type)
         self._build_concepts(kg)
         self._build_facts(kg)
         return kg
@@ -296,8 +302,10 @@ class KGBuilder:
         kg.qual_val = self.qual_val.freeze(q_order)
         kg.qual_ptr = np.zeros(n_attr + len(src) + 1, dtype=np.int64)
         np.cumsum(np.bincount(owner, minlength=n_attr + len(src)), out=kg.qual_ptr[1:])
-        kg.attr_ptr = np.zeros(n + 1, dtype=np.int64); np.cumsum(np.bincount(kg.attr_ent, minlength=n), out=kg.attr_ptr[1:])
-        kg.rel_ptr = np.zeros(n + 1, dtype=np.int64); np.cumsum(np.bincount(kg.rel_src, minlength=n), out=kg.rel_ptr[1:])
+        kg.attr_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(kg.attr_ent, minlength=n), out=kg.attr_ptr[1:])
+        kg.rel_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(kg.rel_src, minlength=n), out=kg.rel_ptr[1:])
         kg.attr_by_key = _csr(kg.attr_key, len(self.keys))
         kg.rel_by_rd = _csr(2*kg.rel_rel + kg.rel_dir, 2*len(self.relations))
 
@@ -311,17 +319,20 @@ def _concept_relation_mirrors(b: KGBuilder, entities: dict, concepts: dict, inde
         for r in e.get('relations', []):
             if r.get('object') not in concepts: continue
             rel = r.get('relation', r.get('predicate'))
-            mirror = (rel, 'backward' if r['direction'] == 'forward' else 'forward', eid, json.dumps(r.get('qualifiers', {}), sort_keys=True))
+            mirror = (rel, 'backward' if r['direction'] == 'forward' else 'forward', eid,
+                      json.dumps(r.get('qualifiers', {}), sort_keys=True))
             if mirror in seen[r['object']]: continue
             seen[r['object']].append(mirror)
-            b.add_relation(index[r['object']], rel, mirror[1], eid, r.get('qualifiers', {}), Where('{}: mirror of entities[{!r}] relation', src, eid))
+            b.add_relation(index[r['object']], rel, mirror[1], eid, r.get('qualifiers', {}),
+                           Where('{}: mirror of ' 'entities[{!r}] relation', src, eid))
 
 def from_kopl_dict(kb: dict,  # a KB in either KQA Pro JSON schema
                    source: str = '<dict>',  # name used in error messages
                   ) -> KG:
     "Build a `KG` from a KQA Pro-schema KB dict (current KoPL schema or KQA Pro's older kb.json)."
     _require(isinstance(kb, dict) and isinstance(kb.get('entities'), dict),
-             f"{source}: expected a JSON object with 'entities' (and 'concepts'), got {type(kb).__name__} with keys {list(kb)[:5] if isinstance(kb, dict) else ''}")
+             f"{source}: expected a JSON object with 'entities' (and 'concepts'), got {type(kb).__name__} with keys "
+             f"{list(kb)[:5] if isinstance(kb, dict) else ''}")
     concepts, entities = kb.get('concepts') or {}, kb['entities']
     _require(isinstance(concepts, dict), f"{source}: 'concepts' must be an object of id -> concept")
     b = KGBuilder(source)
@@ -344,8 +355,10 @@ def from_kopl_dict(kb: dict,  # a KB in either KQA Pro JSON schema
             where = Where('{}: entities[{!r}].relations[{}]', source, eid, n)
             rel = r.get('relation', r.get('predicate')) if isinstance(r, dict) else None
             if rel is None or 'object' not in r or 'direction' not in r:
-                raise KGFormatError(f"{where}: expected an object with 'relation' (or 'predicate'), 'direction', 'object'")
-            if r['object'] not in index: raise KGFormatError(f"{where}: object {r['object']!r} is neither an entity nor a concept of this KB")
+                raise KGFormatError(f"{where}: expected an object with 'relation' (or 'predicate'), 'direction', "
+                                    "'object'")
+            if r['object'] not in index:
+                raise KGFormatError(f"{where}: object {r['object']!r} is neither an entity nor a concept of this KB")
             b.add_relation(item, rel, r['direction'], r['object'], r.get('qualifiers', {}), where)
     return b.build()
 
@@ -354,10 +367,12 @@ KG.from_kopl_dict = staticmethod(from_kopl_dict)
 # %% ../nbs/01_kg.ipynb #0d20d3c7
 def to_old_schema(kb: dict) -> dict:
     "A copy of a current-schema KB dict in KQA Pro's older kb.json schema (for tests and exports)."
-    concepts = {cid: {'name': c['name'], 'instanceOf': c.get('subclassOf', [])} for cid, c in kb.get('concepts', {}).items()}
+    concepts = {cid: {'name': c['name'], 'instanceOf': c.get('subclassOf', [])} for cid, c in kb.get('concepts',
+                                                                                                     {}).items()}
     ents = {}
     for eid, e in kb['entities'].items():
-        rels = [{'predicate': r['relation'], 'direction': r['direction'], 'object': r['object'], 'qualifiers': r['qualifiers']} for r in e['relations']]
+        rels = [{'predicate': r['relation'], 'direction': r['direction'], 'object': r['object'],
+                 'qualifiers': r['qualifiers']} for r in e['relations']]
         ents[eid] = {**e, 'relations': rels}
     return {'concepts': concepts, 'entities': ents}
 
@@ -405,7 +420,8 @@ def load_kb(path: str | Path) -> KG:
     with _gc_paused():
         if path.suffix == '.txt': return load_metaqa(path)
         try: kb = json.loads(path.read_text(encoding='utf-8'))
-        except json.JSONDecodeError as e: raise KGFormatError(f'{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})') from None
+        except json.JSONDecodeError as e:
+            raise KGFormatError(f'{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})') from None
         return from_kopl_dict(kb, str(path))
 
 # %% ../nbs/01_kg.ipynb #841f2136

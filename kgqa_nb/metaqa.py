@@ -30,7 +30,8 @@ def parse_qa_line(line: str,  # one line of qa_*.txt, newline optional
     question, answers = parts
     topics = BRACKETED_TOPIC.findall(question)
     if len(topics) != 1:
-        raise MetaQAFormatError(f'{where}: expected exactly one [topic entity] in the question, found {len(topics)}: {question!r}')
+        raise MetaQAFormatError(f'{where}: expected exactly one [topic entity] in the question, found {len(topics)}: '
+                                f'{question!r}')
     if not answers: raise MetaQAFormatError(f'{where}: the question has no answers: {line[:200]!r}')
     return question, topics[0], answers.split('|')
 

@@ -42,7 +42,8 @@ class InputTooLargeError(ParseError): "Text, statement, nesting or program beyon
 PARSE_ERRORS = (ParseError, ProgramError)
 
 # %% ../nbs/12_parse.ipynb #3161e572
-_STRINGS_AND_COMMENTS = re.compile(r"""'{3}.*?'{3}|"{3}.*?"{3}|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"|#[^\n]*|'{3}.*|"{3}.*|['"][^\n]*""", re.S)
+_STRINGS_AND_COMMENTS = re.compile(
+    r"""'{3}.*?'{3}|"{3}.*?"{3}|'(?:\\.|[^'\\\n])*'|"(?:\\.|[^"\\\n])*"|#[^\n]*|'{3}.*|"{3}.*|['"][^\n]*""", re.S)
 _BRACKETS = re.compile(r'[()\[\]{}]')
 
 def _bracket_depths(src: str) -> tuple:
@@ -56,7 +57,8 @@ def _bracket_depths(src: str) -> tuple:
 def safe_parse(src: str) -> ast.Module | None:
     "The syntax tree of `src`, or None when it is not Python; `InputTooLargeError` beyond the limits."
     if len(src) > MAX_STATEMENT_CHARS:
-        raise InputTooLargeError(f'a statement of {len(src)} characters', expected=f'at most {MAX_STATEMENT_CHARS}', found=str(len(src)))
+        raise InputTooLargeError(f'a statement of {len(src)} characters', expected=f'at most {MAX_STATEMENT_CHARS}',
+                                 found=str(len(src)))
     if _bracket_depths(src)[1] > MAX_NESTING:
         raise InputTooLargeError('brackets nested too deeply', expected=f'at most {MAX_NESTING} levels', found=src[:60])
     try: return ast.parse(src, mode='exec')
@@ -84,7 +86,8 @@ def code_statements(text: str,  # generated text: code, maybe with prose and fen
     "Yield `(statement, source)` for each statement of `text` that parses; prose lines are skipped."
     if not isinstance(text, str): raise ParseError('expected generated text', expected='str', found=type(text).__name__)
     if len(text) > MAX_TEXT_CHARS:
-        raise InputTooLargeError(f'{len(text)} characters of text', expected=f'at most {MAX_TEXT_CHARS}', found=str(len(text)))
+        raise InputTooLargeError(f'{len(text)} characters of text', expected=f'at most {MAX_TEXT_CHARS}',
+                                 found=str(len(text)))
     buf = []
     for line in text.splitlines():
         if _FENCE.match(line): buf = []; continue
@@ -144,38 +147,46 @@ class _CodeReader:
         if isinstance(node, ast.Name):
             if node.id in self.vars: return self.vars[node.id]
             if starter: return _START
-            raise ParseError(f'{node.id} is used before any value was assigned to it', step, 'an assigned expression variable', node.id)
+            raise ParseError(f'{node.id} is used before any value was assigned to it', step,
+                             'an assigned expression variable', node.id)
         if isinstance(node, ast.Call): return self.call(node)
-        raise UnsupportedSyntaxError(f'{_describe(node)} is not allowed as an argument', step, 'a literal, a variable or a call', _describe(node))
+        raise UnsupportedSyntaxError(f'{_describe(node)} is not allowed as an argument', step,
+                                     'a literal, a variable or a call', _describe(node))
 
     def call(self, node: ast.Call):
         step = len(self.steps)
         if not isinstance(node.func, ast.Name):
-            raise UnsupportedSyntaxError(f'{_describe(node.func)} cannot be called', step, 'a KoPL function name', _describe(node.func))
+            raise UnsupportedSyntaxError(f'{_describe(node.func)} cannot be called', step, 'a KoPL function name',
+                                         _describe(node.func))
         if node.keywords:
-            raise UnsupportedSyntaxError('keyword arguments are not allowed', step, 'positional arguments', f'{node.keywords[0].arg}=')
+            raise UnsupportedSyntaxError('keyword arguments are not allowed', step, 'positional arguments',
+                                         f'{node.keywords[0].arg}=')
         name = node.func.id
         if name.upper() == 'START':
             if node.args: raise ParseError('START() takes no arguments', step, 'START()', f'{len(node.args)} arguments')
             return _START
         if name.upper() == 'STOP':
-            if len(node.args) != 1: raise ParseError('STOP takes one expression', step, 'STOP(expression_k)', f'{len(node.args)} arguments')
+            if len(node.args) != 1:
+                raise ParseError('STOP takes one expression', step, 'STOP(expression_k)', f'{len(node.args)} arguments')
             return ('STOP', self.value(node.args[0], step, False))
         function = canonical_function(name) or name
         fn = FUNCTIONS.get(function)
-        if len(self.steps) >= MAX_STEPS: raise InputTooLargeError('too many steps', step, f'at most {MAX_STEPS}', str(step))
+        if len(self.steps) >= MAX_STEPS:
+            raise InputTooLargeError('too many steps', step, f'at most {MAX_STEPS}', str(step))
         texts, deps = [], []
         for a in node.args:
             text = literal_text(a, self.src)
             if text is not None: texts.append(text); continue
             if isinstance(a, ast.Constant):
-                raise ParseError(f'{a.value!r} is not a textual input', step, 'a string or number literal', repr(a.value)[:40])
+                raise ParseError(f'{a.value!r} is not a textual input', step, 'a string or number literal',
+                                 repr(a.value)[:40])
             v = self.value(a, step, fn is not None and fn.starts_branch)
             if isinstance(v, tuple): raise ParseError('STOP cannot be an argument', step, 'an expression', 'STOP(...)')
             deps.append(v)
         if fn is not None and fn.starts_branch:
             if len(deps) > 1 or any(d is not _START for d in deps):
-                raise DependencyError(f'{code_name(function)} opens a new branch, so its expression must be START()', step, function)
+                raise DependencyError(f'{code_name(function)} opens a new branch, so its expression must be START()',
+                                      step, function)
             deps = []
         elif any(d is _START for d in deps):
             raise DependencyError('reads START() directly; FIND or FINDALL must come first', step, function)
@@ -188,7 +199,8 @@ class _CodeReader:
         "Read one `name = CALL(...)` statement; True once STOP was read."
         value = self.call(stmt.value)
         if isinstance(value, tuple):
-            if value[1] is _START: raise ParseError('STOP of an empty branch', len(self.steps), 'STOP of a computed expression', 'START()')
+            if value[1] is _START:
+                raise ParseError('STOP of an empty branch', len(self.steps), 'STOP of a computed expression', 'START()')
             self.result = value[1]; return True
         self.vars[stmt.targets[0].id] = value
         return False
@@ -208,17 +220,22 @@ def read_codealign(text: str,  # generated text (prepend the prompt's `answer_st
             if started and isinstance(stmt, ast.Assign): break  # e.g. the model starts a new `question = ...`
             continue
         if not isinstance(stmt.value, ast.Call):
-            raise UnsupportedSyntaxError(f'{_describe(stmt.value)} assigned to an expression', len(reader.steps), 'a function call', _describe(stmt.value))
+            raise UnsupportedSyntaxError(f'{_describe(stmt.value)} assigned to an expression', len(reader.steps),
+                                         'a function call', _describe(stmt.value))
         reader.src, started = src, True
         if reader.statement(stmt): break
-    if not reader.steps: raise NoProgramError('no expression_k = FUNCTION(...) statement found', None, 'expression_1 = FIND(...)', (text or '')[:60])
+    if not reader.steps:
+        raise NoProgramError('no expression_k = FUNCTION(...) statement found', None, 'expression_1 = FIND(...)',
+                             (text or '')[:60])
     last = len(reader.steps) - 1
     if reader.result is not None and reader.result != last:
-        raise DependencyError(f'STOP returns step {reader.result} but steps {reader.result + 1}..{last} come after it and are never used', reader.result + 1, reader.steps[reader.result + 1]['function'])
+        raise DependencyError(f'STOP returns step {reader.result} but steps {reader.result + 1}..{last} come after it '
+                              'and are never used', reader.result + 1, reader.steps[reader.result + 1]['function'])
     return reader.steps
 
 def validate(program: list) -> list:
-    "`check_program`, plus: no step is read twice (KQA Pro programs are trees; the seed's stubs say two inputs must be different expressions)."
+    ("`check_program`, plus: no step is read twice (KQA Pro programs are trees; the seed's stubs say two inputs must "
+     "be different expressions).")
     steps = check_program(program)
     seen = set()
     for i, s in enumerate(steps):
@@ -265,7 +282,9 @@ def _scan_args(text: str, start: int, step: int) -> tuple | None:
         if c == '\n' and depth == 0: return None  # a bare argument never spans lines: the call was cut off
         if c == '(':
             depth += 1
-            if depth > MAX_NESTING: raise InputTooLargeError('brackets nested too deeply', step, f'at most {MAX_NESTING} levels', text[start:start + 40])
+            if depth > MAX_NESTING:
+                raise InputTooLargeError('brackets nested too deeply', step, f'at most {MAX_NESTING} levels',
+                                         text[start:start + 40])
         elif c == ')':
             if depth == 0:
                 if cur or pieces: push()
@@ -289,10 +308,12 @@ def read_symkgqa(text: str) -> list:
     "The KQA Pro program (unchecked) of SymKGQA `Step n: Func(args)` text; `ParseError` when none can be read."
     if not isinstance(text, str): raise ParseError('expected generated text', expected='str', found=type(text).__name__)
     if len(text) > MAX_TEXT_CHARS:
-        raise InputTooLargeError(f'{len(text)} characters of text', expected=f'at most {MAX_TEXT_CHARS}', found=str(len(text)))
+        raise InputTooLargeError(f'{len(text)} characters of text', expected=f'at most {MAX_TEXT_CHARS}',
+                                 found=str(len(text)))
     steps = []
     first = _STEP.search(text)
-    if first is None: raise NoProgramError('no "Step n: Function(...)" line found', None, 'Step 1: Find(...)', text[:60])
+    if first is None:
+        raise NoProgramError('no "Step n: Function(...)" line found', None, 'Step 1: Find(...)', text[:60])
     pos = first.start()
     while True:
         m = _STEP.match(text, pos)
@@ -335,7 +356,8 @@ class Issue:
 
     def describe(self) -> str:
         "One line for a correction prompt (steps counted from 0, as in the messages)."
-        where = f'step {self.step}' + (f' ({self.function})' if self.function else '') + ': ' if self.step is not None else ''
+        where = f'step {self.step}' + (f' ({self.function})' if self.function
+                                       else '') + ': ' if self.step is not None else ''
         tail = f' Expected {self.expected}; found {self.found}.' if self.expected or self.found else ''
         return f'{where}{self.message}.{tail}'
 
@@ -354,7 +376,8 @@ def _expected_found(err: ProgramError, program: list | None) -> tuple:
     if fn is None: return None, None
     inputs = step.get('inputs') or []
     if isinstance(err, ArityError):
-        return f'{len(fn.params)} textual inputs ({", ".join(p.name for p in fn.params) or "none"})', f'{len(inputs)}: {inputs!r}'[:120]
+        return (f'{len(fn.params)} textual inputs ({", ".join(p.name for p in fn.params) or "none"})',
+                f'{len(inputs)}: {inputs!r}'[:120])
     if isinstance(err, InvalidInputError):
         for p, text in zip(fn.params, inputs):
             if input_problem(p.kind, text): return f'{p.name}: {PARAM_KINDS[p.kind]}', repr(text)[:80]
@@ -372,7 +395,8 @@ def issue_from_error(err: Exception,  # one of `PARSE_ERRORS`
     if isinstance(err, ParseError):
         return Issue(type(err).__name__, _WHERE.sub('', str(err)), err.step, err.function, err.expected, err.found)
     expected, found = _expected_found(err, program)
-    return Issue(type(err).__name__, _WHERE.sub('', str(err)), err.step, getattr(err, 'function', None), expected, found)
+    return Issue(type(err).__name__, _WHERE.sub('', str(err)), err.step, getattr(err, 'function', None),
+                 expected, found)
 
 @dataclass
 class ParseResult:
@@ -410,9 +434,11 @@ def _kb_value(node, vars: dict, src: str, step: int):
     if text is not None: return text
     if isinstance(node, ast.Name):
         if node.id in vars: return vars[node.id]
-        raise ParseError(f'{node.id} is used before any value was assigned to it', step, 'an assigned expression variable', node.id)
+        raise ParseError(f'{node.id} is used before any value was assigned to it', step,
+                         'an assigned expression variable', node.id)
     if isinstance(node, ast.Call): return _kb_call(node, vars, src, step)
-    raise UnsupportedSyntaxError(f'{_describe(node)} is not allowed as an argument', step, 'a literal, a variable or a call', _describe(node))
+    raise UnsupportedSyntaxError(f'{_describe(node)} is not allowed as an argument', step,
+                                 'a literal, a variable or a call', _describe(node))
 
 _KB_ARITY = {'START': 1, 'JOIN': 2, 'AND': 2, 'ARG': 3, 'CMP': 3, 'COUNT': 1, 'STOP': 1}
 
@@ -420,20 +446,24 @@ def _kb_call(node: ast.Call, vars: dict, src: str, step: int):
     if not isinstance(node.func, ast.Name) or node.func.id.upper() not in _KB_ARITY:
         found = node.func.id if isinstance(node.func, ast.Name) else _describe(node.func)
         raise ParseError('not a KB-Coder meta-function', step, ', '.join(_KB_ARITY), found)
-    if node.keywords: raise UnsupportedSyntaxError('keyword arguments are not allowed', step, 'positional arguments', f'{node.keywords[0].arg}=')
+    if node.keywords:
+        raise UnsupportedSyntaxError('keyword arguments are not allowed', step, 'positional arguments',
+                                     f'{node.keywords[0].arg}=')
     name = node.func.id.upper()
     if len(node.args) != _KB_ARITY[name]:
         raise ParseError(f'{name} takes {_KB_ARITY[name]} arguments', step, str(_KB_ARITY[name]), str(len(node.args)))
     args = [_kb_value(a, vars, src, step) for a in node.args]
     def text(k, what):
-        if not isinstance(args[k], str): raise ParseError(f'{name} needs a {what} name', step, f'a {what} string', sexpr_kind(args[k]))
+        if not isinstance(args[k], str):
+            raise ParseError(f'{name} needs a {what} name', step, f'a {what} string', sexpr_kind(args[k]))
         return args[k]
     if name in ('START', 'STOP'): return args[0] if name == 'START' else ('STOP', args[0])
     if name == 'JOIN': return ('JOIN', text(0, 'relation'), args[1])
     if name == 'AND': return ('AND', args[0], args[1])
     if name == 'COUNT': return ('COUNT', args[0])
     if name == 'ARG':
-        if args[0] not in ARG_OPS: raise ParseError('ARG operator not allowed', step, ' or '.join(ARG_OPS), repr(args[0])[:40])
+        if args[0] not in ARG_OPS:
+            raise ParseError('ARG operator not allowed', step, ' or '.join(ARG_OPS), repr(args[0])[:40])
         return (args[0], args[1], text(2, 'relation'))
     if args[0] not in CMP_OPS: raise ParseError('CMP operator not allowed', step, ' '.join(CMP_OPS), repr(args[0])[:40])
     return (args[0], text(1, 'relation'), args[2])
@@ -460,7 +490,9 @@ def parse_kbcoder(text: str) -> tuple | str:
         if isinstance(value, tuple) and value[0] == 'STOP': result = value[1]; break
         vars[target] = value
     if result is None:
-        if not vars: raise NoProgramError('no expression = META_FUNCTION(...) statement found', None, "expression = START('...')", (text or '')[:60])
+        if not vars:
+            raise NoProgramError('no expression = META_FUNCTION(...) statement found', None,
+                                 "expression = START('...')", (text or '')[:60])
         result = vars.get('expression', list(vars.values())[-1])
     return result
 
@@ -491,7 +523,8 @@ def random_text(rng: random.Random, kind: str = 'string') -> str:
     "A textual input of `kind`; free-text kinds mix plain words with awkward strings."
     if kind in _KIND_VALUES: return rng.choice(_KIND_VALUES[kind])
     if rng.random() < 0.4: return rng.choice(_AWKWARD)
-    return ' '.join(rng.choice(['area', 'Ireland', 'human', 'point in time', 'nominal GDP', 'x']) for _ in range(rng.randint(1, 3)))
+    return ' '.join(rng.choice(['area', 'Ireland', 'human', 'point in time', 'nominal GDP', 'x'])
+                    for _ in range(rng.randint(1, 3)))
 
 def random_program(rng: random.Random,  # the random source
                    max_steps: int = 12,  # longest program
@@ -506,7 +539,8 @@ def random_program(rng: random.Random,  # the random source
             options = list(starters) if len(ends) < 2 else []
             if types:
                 options += [f for f in unary if accepts(f.inputs[0], types[-1])]
-                if ends: options += [f for f in binary if accepts(f.inputs[0], ends[-1]) and accepts(f.inputs[1], types[-1])]
+                if ends:
+                    options += [f for f in binary if accepts(f.inputs[0], ends[-1]) and accepts(f.inputs[1], types[-1])]
             if types and not ends and rng.random() < 0.3: break
             if not options: break
             fn = rng.choice(options)

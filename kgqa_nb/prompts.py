@@ -28,7 +28,8 @@ class PromptParts:
     "A prompt split into the part shared by every question and the part for this question."
     prefix: str  # fixed for a run: instructions, function definitions, demonstrations
     suffix: str  # the test question (and the opening of the answer)
-    answer_start: str = ''  # the opening of the answer that `suffix` ends with; prepend it to the completion before parsing
+    answer_start: str = ''  # the opening of the answer that `suffix` ends with; prepend it to the completion before
+                            # parsing
     stop: tuple = ()  # stop sequences that end a completion after one program
 
     @property
@@ -42,7 +43,8 @@ class Demo:
     program: list  # gold KoPL program, KQA Pro format
     entities: list = field(default_factory=list)  # linked entity names ([] prints as None)
     concepts: list = field(default_factory=list)  # linked concept names ([] prints as None)
-    facts: list = field(default_factory=list)  # question-specific facts, dicts such as {'entity': 'Ireland', 'attribute': 'nominal GDP'}
+    facts: list = field(default_factory=list)  # question-specific facts, dicts such as {'entity': 'Ireland',
+                                               # 'attribute': 'nominal GDP'}
     id: str = ''  # where it comes from, e.g. 'manual-3' or 'metaqa-2hop-dev-17'
 
 # %% ../nbs/11_prompts.ipynb #366ba7d3
@@ -83,7 +85,8 @@ class DemoPool:
 
     @classmethod
     def from_records(cls, records, name: str = '') -> DemoPool:
-        "A pool from records (dicts or objects) with `question`, `program` and optional `entities` (or `topic`), `concepts`, `facts`, `id`; records without a program are skipped."
+        ("A pool from records (dicts or objects) with `question`, `program` and optional `entities` (or `topic`), "
+         "`concepts`, `facts`, `id`; records without a program are skipped.")
         demos = []
         for i, r in enumerate(records):
             program = _record_field(r, 'program')
@@ -112,7 +115,8 @@ def code_name(function: str) -> str:
     return function.upper()
 
 def functional_arg_names(fn: KoPLFunction) -> list:
-    "`expression` for one functional input, `expression_1, expression_2` for two, `expression` (the START branch) for none."
+    ("`expression` for one functional input, `expression_1, expression_2` for two, `expression` (the START branch) "
+     "for none.")
     return ['expression'] if len(fn.inputs) <= 1 else [f'expression_{i + 1}' for i in range(len(fn.inputs))]
 
 def function_stub(fn: KoPLFunction) -> str:
@@ -209,7 +213,8 @@ def codealign_question_block(question: str,  # the natural-language question
 
 def codealign_demo(demo: Demo, k: int, include_facts: bool = True) -> str:
     "One demonstration: a comment header, the question block and the steps."
-    return (f'# Example {k}\n' + codealign_question_block(demo.question, demo.entities, demo.concepts, demo.facts, include_facts)
+    return (f'# Example {k}\n' + codealign_question_block(demo.question, demo.entities, demo.concepts, demo.facts,
+                                                          include_facts)
             + '\n' + codealign_steps(demo.program))
 
 CODEALIGN_ANSWER_START = 'expression_1 = START()\n'
@@ -224,8 +229,10 @@ def codealign_prompt(question: str,  # the test question
     "The CodeAlignKGQA prompt, split into a fixed prefix and the question part."
     demos = list(DemoPool.manual_kqapro() if demos is None else demos)
     prefix = '\n\n'.join([CODEALIGN_INSTRUCTIONS + codealign_stubs(),
-                          *(codealign_demo(d, k, include_facts) for k, d in enumerate(demos, 1))]) + '\n\n# Test question\n'
-    suffix = codealign_question_block(question, entities, concepts, facts, include_facts) + '\n' + CODEALIGN_ANSWER_START
+                          *(codealign_demo(d, k, include_facts) for k, d in enumerate(demos,
+                                                                                      1))]) + '\n\n# Test question\n'
+    suffix = codealign_question_block(question, entities, concepts, facts,
+                                      include_facts) + '\n' + CODEALIGN_ANSWER_START
     return PromptParts(prefix, suffix, CODEALIGN_ANSWER_START, ('\n# ', '\nquestion', '\n\n\n'))
 
 # %% ../nbs/11_prompts.ipynb #85a8ff43
@@ -240,7 +247,8 @@ Instructions:
 '''
 
 def _type_words(types) -> str:
-    return '(' + ', '.join(t.capitalize() for t in types) + ')' if len(types) > 1 else (types[0].capitalize() if types else 'None')
+    return '(' + ', '.join(t.capitalize() for t in types) + ')' if len(types) > 1 else (types[0].capitalize() if types
+                                                                                        else 'None')
 
 def function_info(fn: KoPLFunction) -> str:
     "The SymKGQA function information block of one registry entry."
@@ -275,11 +283,13 @@ def symkgqa_prompt(question: str,  # the test question
                   ) -> PromptParts:
     "The SymKGQA prompt, split into a fixed prefix and the question part."
     demos = list(DemoPool.manual_kqapro() if demos is None else demos)
-    blocks = [f'Training Example {k}:\n' + symkgqa_question_block(d.question, d.entities, d.concepts) + symkgqa_steps(d.program)
+    blocks = [f'Training Example {k}:\n' + symkgqa_question_block(d.question, d.entities,
+                                                                  d.concepts) + symkgqa_steps(d.program)
               for k, d in enumerate(demos, 1)]
     prefix = (SYMKGQA_INSTRUCTIONS + '\nList of Functions:\n' + '\n'.join(function_info(f) for f in FUNCTIONS.values())
               + '\n\nTraining Examples:\n' + '\n\n'.join(blocks) + '\n\nTest Question:\n')
-    return PromptParts(prefix, symkgqa_question_block(question, entities, concepts), '', ('Done', '\nTraining Example', '\nQuestion:'))
+    return PromptParts(prefix, symkgqa_question_block(question, entities, concepts), '', ('Done', '\nTraining Example',
+                                                                                          '\nQuestion:'))
 
 # %% ../nbs/11_prompts.ipynb #6ec19d34
 KB_CODER_FUNCTIONS = '''"""
@@ -364,12 +374,14 @@ def kbcoder_prompt(question: str,  # the test question
     "The KB-Coder prompt, split into a fixed prefix and the question part."
     pairs = [(d.question, kopl_to_sexpr(d.program)) if isinstance(d, Demo) else d for d in demos]
     prefix = KB_CODER_FUNCTIONS + '\n' + '\n\n'.join(f'question = {q!r}\n{kbcoder_calls(s)}' for q, s in pairs) + '\n\n'
-    refs = ('# Some relations for reference are as follows:\n' + '\n'.join(f'# {r}' for r in relations) + '\n') if relations else ''
+    refs = ('# Some relations for reference are as follows:\n'
+            + '\n'.join(f'# {r}' for r in relations) + '\n') if relations else ''
     return PromptParts(prefix, refs + f'question = {question!r}\n', '', ('\nquestion', '\n\n\n'))
 
 # %% ../nbs/11_prompts.ipynb #bb421274
 def grounding_prompt(question: str,  # the question, as context
-                     kind: str,  # what is being grounded: 'entity', 'concept', 'relation', 'attribute', 'qualifier', 'operator'
+                     kind: str,  # what is being grounded: 'entity', 'concept', 'relation', 'attribute', 'qualifier',
+                                 # 'operator'
                      candidates: list,  # the retrieved KG items
                      mention: str,  # the name the LLM generated
                     ) -> PromptParts:

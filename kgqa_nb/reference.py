@@ -57,7 +57,8 @@ def _import_kopl():
 def _check_kopl_engine():
     import importlib.util
     if importlib.util.find_spec('kopl_engine') is None:
-        raise ReferenceUnavailable(f'the C++ KoPL engine is missing; install it with `pip install {KOPL_ENGINE_PIN} tqdm`')
+        raise ReferenceUnavailable(f'the C++ KoPL engine is missing; install it with `pip install {KOPL_ENGINE_PIN} '
+                                   'tqdm`')
 
 # %% ../nbs/06_reference.ipynb #cf5a1e06
 STARTS_BRANCH = {'Find', 'FindAll'}
@@ -65,7 +66,8 @@ JOINS_BRANCHES = {'And', 'Or', 'SelectBetween', 'QueryRelation', 'QueryRelationQ
 
 def kopl_dependencies(functions: list[str],  # function names in program order
                      ) -> list[list[int]]:
-    "The dependencies `kopl`'s `forward` infers, as step indices (-1 is its `<START>`); IndexError where kopl's inference fails."
+    ("The dependencies `kopl`'s `forward` infers, as step indices (-1 is its `<START>`); IndexError where kopl's "
+     "inference fails.")
     deps, branch_ends = [], []
     for i, name in enumerate(functions):
         if name in STARTS_BRANCH:
@@ -78,7 +80,8 @@ def kopl_dependencies(functions: list[str],  # function names in program order
     return deps
 
 def program_dependencies(program: list[dict]) -> list[list[int]]:
-    "Each step's dependencies: the given ones (kopl-engine's padding -1s dropped) or, when any step lacks them, kopl's inferred ones."
+    ("Each step's dependencies: the given ones (kopl-engine's padding -1s dropped) or, when any step lacks them, "
+     "kopl's inferred ones.")
     if any(step.get('dependencies') is None for step in program):
         return kopl_dependencies([step['function'] for step in program])
     return [[d for d in step['dependencies'] if d >= 0] for step in program]
@@ -160,7 +163,8 @@ for line in sys.stdin:
 '''
 
 # %% ../nbs/06_reference.ipynb #4bf01d8b
-ENGINE_ERROR_STRINGS = {'Unsupported Operator!': 'unsupported', 'Dependency Error!': 'error', 'Not Found in KB': 'error',
+ENGINE_ERROR_STRINGS = {'Unsupported Operator!': 'unsupported', 'Dependency Error!': 'error',
+                        'Not Found in KB': 'error',
                         'Type Error!': 'error', 'Relation Direction Error!': 'error', 'Error!': 'error'}
 
 def engine_failure(text: str) -> RefFailure | None:
@@ -265,7 +269,8 @@ class KoPLEngineReference:
 
 # %% ../nbs/06_reference.ipynb #23efa72f
 def canonical(answer) -> str | tuple:
-    "A comparable form of an answer: a sorted tuple for lists (duplicates kept), the string otherwise, `('<failure>',)` for failures."
+    ("A comparable form of an answer: a sorted tuple for lists (duplicates kept), the string otherwise, "
+     "`('<failure>',)` for failures.")
     if isinstance(answer, RefFailure): return ('<failure>',)
     if isinstance(answer, (list, tuple)): return tuple(sorted(str(x) for x in answer))
     return str(answer)
@@ -288,7 +293,8 @@ def engine_consistent(engine_answer,  # what `KoPLEngineReference.answer` return
                       full_answer,  # our or kopl's answer: a string, a list of strings, or a `RefFailure`
                      ) -> bool:
     "Whether kopl-engine's single string is consistent with a full answer (see above)."
-    if is_failure(engine_answer) or is_failure(full_answer): return is_failure(engine_answer) and is_failure(full_answer)
+    if is_failure(engine_answer) or is_failure(full_answer):
+        return is_failure(engine_answer) and is_failure(full_answer)
     if isinstance(full_answer, (list, tuple)):
         return engine_answer in ENGINE_EMPTY if not full_answer else engine_answer in [str(x) for x in full_answer]
     return engine_answer == str(full_answer)

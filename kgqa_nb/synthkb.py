@@ -183,7 +183,8 @@ def attribute_specs(rng: np.random.Generator, n_keys: int, words: list[str]) -> 
         if typ == 'string':
             start, size = int(rng.integers(len(words))), int(rng.integers(3, 300))
             vocab = tuple(words[(start + j) % len(words)] for j in range(size))
-        specs.append(KeySpec(name, typ, units, float(np.exp(rng.uniform(0, 14))), int(rng.choice([0, 0, 0, 1, 2])), vocab))
+        specs.append(KeySpec(name, typ, units, float(np.exp(rng.uniform(0, 14))),
+                             int(rng.choice([0, 0, 0, 1, 2])), vocab))
     return specs
 
 def qualifier_specs(rng: np.random.Generator, n_keys: int, words: list[str]) -> list[KeySpec]:
@@ -276,7 +277,8 @@ def _synthetic_kb(n_entities, n_concepts, n_relation_facts, n_attribute_facts, n
                                               concept_parents(rng, n_concepts, max(1, n_concepts // 40)))}
     # entities, their names (some shared), concepts and popularity
     eids = [f'Q{i + 1}' for i in range(n_entities)]
-    names = make_unique([f'{a} {b}' for a, b in zip(pseudo_words(rng, n_entities), pseudo_words(rng, n_entities, 1, 3))])
+    names = make_unique([f'{a} {b}' for a, b in zip(pseudo_words(rng, n_entities),
+                                                    pseudo_words(rng, n_entities, 1, 3))])
     n_shared = int(0.03 * n_entities)
     for dst, src in zip(rng.choice(n_entities, size=n_shared, replace=False).tolist(),
                         rng.integers(0, n_entities, size=n_shared).tolist()):
@@ -294,7 +296,8 @@ def _synthetic_kb(n_entities, n_concepts, n_relation_facts, n_attribute_facts, n
     specs, qspecs = attribute_specs(rng, n_keys, words), qualifier_specs(rng, n_qualifier_keys, words)
     qweights = zipf_weights(len(qspecs), 1.3)
     key_w = zipf_weights(n_keys, 1.0)
-    a_subj, a_key = capped_draws(lambda m: (rng.choice(n_entities, p=popularity, size=m), rng.choice(n_keys, p=key_w, size=m)),
+    a_subj, a_key = capped_draws(lambda m: (rng.choice(n_entities, p=popularity, size=m),
+                                            rng.choice(n_keys, p=key_w, size=m)),
                                  n_attribute_facts, lambda s, k: s * n_keys + k, cap=3)
     a_vals = draw_values_by_key(rng, specs, a_key)
     n_q_attr = int(0.4 * n_qualifiers)
@@ -438,7 +441,8 @@ def t_relate_what(ix, rng):
 def t_relate_concept_what(ix, rng):
     e, f = pick(rng, ix.rels)
     c = pick(rng, ix.concepts_of(f['object']))
-    return c and chain(('Find', [ix.name(e)]), ('Relate', [f['relation'], f['direction']]), ('FilterConcept', [c]), ('What', []))
+    return c and chain(('Find', [ix.name(e)]), ('Relate', [f['relation'], f['direction']]), ('FilterConcept', [c]),
+                       ('What', []))
 
 def t_relate_relate_what(ix, rng):
     e, f = pick(rng, ix.rels)
@@ -454,7 +458,8 @@ def t_relate_queryattr(ix, rng):
 def t_relate_concept_count(ix, rng):
     e, f = pick(rng, ix.rels)
     c = pick(rng, ix.concepts_of(f['object']))
-    return c and chain(('Find', [ix.name(e)]), ('Relate', [f['relation'], f['direction']]), ('FilterConcept', [c]), ('Count', []))
+    return c and chain(('Find', [ix.name(e)]), ('Relate', [f['relation'], f['direction']]), ('FilterConcept', [c]),
+                       ('Count', []))
 
 def t_queryattr(ix, rng):
     e, f = pick(rng, ix.attrs)
@@ -463,7 +468,8 @@ def t_queryattr(ix, rng):
 def t_filterstr_concept_what(ix, rng):
     e, f = pick(rng, ix.string)
     c = pick(rng, ix.concepts_of(e))
-    return c and chain(('FindAll', []), ('FilterStr', [f['key'], f['value']['value']]), ('FilterConcept', [c]), ('What', []))
+    return c and chain(('FindAll', []), ('FilterStr', [f['key'], f['value']['value']]), ('FilterConcept', [c]),
+                       ('What', []))
 
 def t_queryattr_qualifier(ix, rng):
     e, f = pick(rng, ix.attrs_with_qualifiers)
@@ -485,7 +491,8 @@ def t_relate_qfilterstr_what(ix, rng):
 def t_query_relation_qualifier(ix, rng):
     e, f = pick(rng, ix.forward_with_qualifiers)
     qk, _ = some_qualifier(rng, f)
-    return join([('Find', [ix.name(e)])], [('Find', [ix.name(f['object'])])], 'QueryRelationQualifier', [f['relation'], qk])
+    return join([('Find', [ix.name(e)])], [('Find', [ix.name(f['object'])])], 'QueryRelationQualifier',
+                [f['relation'], qk])
 
 def t_queryattr_under_condition(ix, rng):
     e, f = pick(rng, ix.attrs_with_qualifiers)
@@ -510,7 +517,8 @@ def t_select_between(ix, rng):
 def t_select_among(ix, rng):
     e, f = pick(rng, ix.quantity)
     c = pick(rng, ix.concepts_of(e))
-    return c and chain(('FindAll', []), ('FilterConcept', [c]), ('SelectAmong', [f['key'], str(rng.choice(['largest', 'smallest']))]))
+    return c and chain(('FindAll', []), ('FilterConcept', [c]),
+                       ('SelectAmong', [f['key'], str(rng.choice(['largest', 'smallest']))]))
 
 def t_and_what(ix, rng):
     rels = ix.entities[pick(rng, ix.eids)]['relations']
@@ -525,14 +533,17 @@ def t_or_count(ix, rng):
     e, f = pick(rng, ix.quantity)
     _, g = pick(rng, ix.timed)
     c = pick(rng, ix.concepts_of(e))
-    return c and join([('FindAll', []), ('FilterNum', [f['key'], value_text(f['value']), comparison(rng)]), ('FilterConcept', [c])],
-                      [('FindAll', []), ('FilterYear', [g['key'], year_text(g['value']), comparison(rng)]), ('FilterConcept', [c])],
+    return c and join([('FindAll', []), ('FilterNum', [f['key'], value_text(f['value']), comparison(rng)]),
+                       ('FilterConcept', [c])],
+                      [('FindAll', []), ('FilterYear', [g['key'], year_text(g['value']), comparison(rng)]),
+                       ('FilterConcept', [c])],
                       'Or', [], ('Count', []))
 
 def t_concept_filternum_count(ix, rng):
     e, f = pick(rng, ix.quantity)
     c = pick(rng, ix.concepts_of(e))
-    return c and chain(('FindAll', []), ('FilterConcept', [c]), ('FilterNum', [f['key'], value_text(f['value']), comparison(rng)]), ('Count', []))
+    return c and chain(('FindAll', []), ('FilterConcept', [c]),
+                       ('FilterNum', [f['key'], value_text(f['value']), comparison(rng)]), ('Count', []))
 
 def t_concept_count(ix, rng):
     c = pick(rng, ix.concepts_of(pick(rng, ix.eids)))
@@ -541,7 +552,8 @@ def t_concept_count(ix, rng):
 def t_filterdate_concept_count(ix, rng):
     e, f = pick(rng, ix.dated)
     c = pick(rng, ix.concepts_of(e))
-    return c and chain(('FindAll', []), ('FilterDate', [f['key'], f['value']['value'], comparison(rng)]), ('FilterConcept', [c]), ('Count', []))
+    return c and chain(('FindAll', []), ('FilterDate', [f['key'], f['value']['value'], comparison(rng)]),
+                       ('FilterConcept', [c]), ('Count', []))
 
 def t_verify_num(ix, rng):
     e, f = pick(rng, ix.quantity)
@@ -555,7 +567,8 @@ def t_verify_str(ix, rng):
 
 def t_verify_year(ix, rng):
     e, f = pick(rng, ix.timed)
-    return chain(('Find', [ix.name(e)]), ('QueryAttr', [f['key']]), ('VerifyYear', [year_text(f['value']), comparison(rng)]))
+    return chain(('Find', [ix.name(e)]), ('QueryAttr', [f['key']]),
+                 ('VerifyYear', [year_text(f['value']), comparison(rng)]))
 
 def t_query_relation(ix, rng):
     e, f = pick(rng, ix.forward)
