@@ -73,7 +73,8 @@ class LiteralTriples:
     number: np.ndarray  # numeric value of each literal (quantity value, year + day fraction); nan for strings
 
     def __len__(self) -> int: return len(self.ids)
-    def __repr__(self) -> str: return f'LiteralTriples({len(self):,} triples, {len(self.literals):,} literals, {len(self.keys)} keys)'
+    def __repr__(self) -> str:
+        return f'LiteralTriples({len(self):,} triples, {len(self.literals):,} literals, {len(self.keys)} keys)'
 
 def kg_literal_triples(kg: KG) -> LiteralTriples:
     "The entity-literal triples of `kg`, one literal node per distinct typed value."
@@ -263,7 +264,8 @@ class History:
     stopped_early: bool = False
     best_epoch: int = 0
 
-def regulariser(model: ComplEx, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor, kind: str | None, weight: float) -> torch.Tensor:
+def regulariser(model: ComplEx, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor, kind: str | None,
+                weight: float) -> torch.Tensor:
     "The N3 or L2 penalty on the factors of a batch (0 when `kind` is None)."
     if kind is None or weight == 0: return torch.zeros(())
     fs = model.factors(h, r, t)
@@ -296,7 +298,8 @@ def read_checkpoint(path: str | Path,  # a `.pt` file written by `train_complex`
                               'never loaded unsafely.') from None
 
 # %% ../nbs/20_complex.ipynb #ddf9e1aa
-def _save_checkpoint(path: Path, model: ComplEx, opt: torch.optim.Optimizer, epoch: int, hist: History, cfg: TrainConfig, best: dict | None):
+def _save_checkpoint(path: Path, model: ComplEx, opt: torch.optim.Optimizer, epoch: int, hist: History,
+                     cfg: TrainConfig, best: dict | None):
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix('.tmp')
     rest = _plain({'optimizer': opt.state_dict(), 'epoch': epoch, 'history': asdict(hist), 'config': asdict(cfg),
@@ -336,7 +339,8 @@ def train_complex(train_ids: np.ndarray,  # (n, 3) training triples
         start, hist, best = _load_checkpoint(ck_path, model, opt, cfg)
     loss_fn = nn.CrossEntropyLoss()
     t0 = time.perf_counter() - hist.seconds
-    bar = progress_bar(range(start, cfg.epochs), initial=start, total=cfg.epochs, disable=not cfg.progress, desc='ComplEx')
+    bar = progress_bar(range(start, cfg.epochs), initial=start, total=cfg.epochs, disable=not cfg.progress,
+                       desc='ComplEx')
     bad_evals = 0 if not hist.eval_mrr else len(hist.eval_mrr) - 1 - int(np.argmax(hist.eval_mrr))
     for epoch in bar:
         model.train()
@@ -351,18 +355,21 @@ def train_complex(train_ids: np.ndarray,  # (n, 3) training triples
         hist.epoch_loss.append(total / len(q))
         done = epoch + 1
         post = {'loss': f'{hist.epoch_loss[-1]:.4f}'}
-        if valid_ids is not None and len(valid_ids) and cfg.eval_every and (done % cfg.eval_every == 0 or done == cfg.epochs):
+        if valid_ids is not None and len(valid_ids) and cfg.eval_every and (done % cfg.eval_every == 0
+                                                                            or done == cfg.epochs):
             mrr = evaluate(model, valid_ids, answers).mrr
             hist.eval_epoch.append(done); hist.eval_mrr.append(mrr)
             if best is None or mrr > best['mrr']:
-                best, bad_evals = {'mrr': mrr, 'epoch': done, 'state': {k: v.clone() for k, v in model.state_dict().items()}}, 0
+                best, bad_evals = {'mrr': mrr, 'epoch': done,
+                                   'state': {k: v.clone() for k, v in model.state_dict().items()}}, 0
             else: bad_evals += 1
         if hist.eval_mrr: post['valid_mrr'] = f'{hist.eval_mrr[-1]:.4f}'
         bar.set_postfix(post)
         hist.seconds = time.perf_counter() - t0
         stop = cfg.patience and bad_evals >= cfg.patience
         over = cfg.max_seconds is not None and hist.seconds >= cfg.max_seconds
-        if ck_path is not None and cfg.checkpoint_every and (done % cfg.checkpoint_every == 0 or done == cfg.epochs or stop or over):
+        if ck_path is not None and cfg.checkpoint_every and (done % cfg.checkpoint_every == 0 or done == cfg.epochs
+                                                             or stop or over):
             _save_checkpoint(ck_path, model, opt, done, hist, cfg, best)
         if stop: hist.stopped_early = True; break
         if over or (stop_after is not None and done >= stop_after): break
@@ -398,7 +405,8 @@ def literal_features(lt: LiteralTriples,  # from `kg_literal_triples`
     x = np.nan_to_num(lt.number, nan=0.0)
     mag = np.log10(1 + np.abs(x))
     freqs = 2.0 ** np.arange(n_freq) / 8
-    num = np.concatenate([np.sin(mag[:, None]*freqs), np.cos(mag[:, None]*freqs), np.sign(x)[:, None], mag[:, None]/10], 1)
+    num = np.concatenate([np.sin(mag[:, None]*freqs), np.cos(mag[:, None]*freqs), np.sign(x)[:, None], mag[:, None]/10],
+                         1)
     num[np.isnan(lt.number)] = 0
     grams = np.zeros((n, n_hash))
     for i, s in enumerate(lt.literals):  # one pass over distinct literals (not triples)
@@ -431,7 +439,8 @@ class DualConfig:
     batch_size: int = 500  # queries (entity, key) per step
     lr: float = 1e-2  # Adam learning rate
     reg_weight: float = 5e-3  # N3 on the literal and key factors
-    init: str = 'random'  # 'random', 'features' (fixed projection of `literal_features`) or 'encoder' (learned projection)
+    init: str = 'random'  # 'random', 'features' (fixed projection of `literal_features`) or 'encoder' (learned
+                          # projection)
     init_scale: float = 1e-3  # std of the initial literal and key embeddings
     seed: int = 0  # seed of the initial embeddings and of the shuffling
     progress: bool = True  # show a tqdm bar
@@ -463,7 +472,8 @@ class DualComplEx(nn.Module):
         if cfg.init == 'encoder':
             self.encoder = nn.Linear(feats.shape[1], 2*d, bias=False)
             with torch.no_grad():
-                self.encoder.weight.copy_(init_from_features(np.eye(feats.shape[1], dtype=np.float32), d, cfg.init_scale, cfg.seed).t())
+                self.encoder.weight.copy_(init_from_features(np.eye(feats.shape[1], dtype=np.float32), d,
+                                                             cfg.init_scale, cfg.seed).t())
                 self.literal.weight.zero_()
 
     def literal_table(self) -> torch.Tensor:
@@ -534,4 +544,5 @@ def single_kge_triples(ent: np.ndarray,  # (n, 3) entity-entity triples
                       ) -> np.ndarray:
     "All triples in one id space: literal l -> node n_nodes + l, key k -> relation n_relations + k."
     lit = np.asarray(lit, dtype=np.int64)
-    return np.concatenate([np.asarray(ent, dtype=np.int64), np.stack([lit[:, 0], lit[:, 1] + n_relations, lit[:, 2] + n_nodes], 1)])
+    return np.concatenate([np.asarray(ent, dtype=np.int64),
+                           np.stack([lit[:, 0], lit[:, 1] + n_relations, lit[:, 2] + n_nodes], 1)])

@@ -143,12 +143,14 @@ def coverage_pool(records: list,  # records with `question` and `program` (MetaQ
                   by: str = 'auto',  # 'function' (the seed), 'qtype' (MetaQA relation paths) or 'auto'
                   name: str = '',  # the pool's name; default 'coverage-<by>-n<n>-s<seed>'
                  ) -> DemoPool:
-    "The seed's function-coverage pool: N questions, an equal share for every function but Find/FindAll (or every qtype)."
+    ("The seed's function-coverage pool: N questions, an equal share for every function but Find/FindAll (or every "
+     "qtype).")
     if n < 1: raise DemoError(f'coverage_pool: n must be positive, got {n}')
     usable = [(i, r) for i, r in enumerate(records) if _field(r, 'program')]
     if not usable: raise DemoError('coverage_pool: no record has a program')
     if by == 'auto': by = 'qtype' if all(_field(r, 'qtype') for _, r in usable) else 'function'
-    if by not in ('function', 'qtype'): raise DemoError(f"coverage_pool: by must be 'function', 'qtype' or 'auto', got {by!r}")
+    if by not in ('function', 'qtype'):
+        raise DemoError(f"coverage_pool: by must be 'function', 'qtype' or 'auto', got {by!r}")
     groups = defaultdict(list)
     for i, r in usable:
         for g in _groups_of(r, by): groups[g].append(i)
@@ -160,7 +162,9 @@ def pool_counts(pool: DemoPool, by: str = 'function') -> dict[str, int]:
     "How many demos of the pool use each function (or have each relation path, by='path')."
     counts = defaultdict(int)
     for d in pool:
-        keys = ['/'.join(f'{r}:{dr[0]}' for r, dr in relation_path(d.program))] if by == 'path' else _groups_of({'program': d.program}, 'function')
+        keys = ['/'.join(f'{r}:{dr[0]}'
+                         for r, dr in relation_path(d.program))] if by == 'path' else _groups_of({'program': d.program},
+                                                                                                 'function')
         for k in keys: counts[k] += 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
@@ -304,7 +308,8 @@ class DemoIndex:
             step = min(client.get_max_batch_size(), 4000)
             for i in range(0, len(texts), step):
                 part = texts[i:i + step]
-                col.add(ids=[str(j) for j in range(i, i + len(part))], embeddings=self.embedder.encode(part, progress=False),
+                col.add(ids=[str(j) for j in range(i, i + len(part))], embeddings=self.embedder.encode(part,
+                                                                                                       progress=False),
                         documents=part, metadatas=[{'demo_id': d.id} for d in self.demos[i:i + len(part)]])
         self.build_seconds = time.perf_counter() - t0
         manifest = {'fingerprint': self.fingerprint, 'pool': self.name, 'model': self.embedder.model_name,
@@ -362,7 +367,8 @@ class DemoIndex:
         "Maximal marginal relevance: lam * score - (1 - lam) * max similarity to the demos already chosen."
         V, chosen, left = self.vectors['questions'], [], list(range(len(cands)))
         while left and len(chosen) < n:
-            red = (V[[cands[j] for j in left]] @ V[[cands[c] for c in chosen]].T).max(axis=1) if chosen else np.zeros(len(left))
+            red = (V[[cands[j] for j in left]] @ V[[cands[c]
+                                                    for c in chosen]].T).max(axis=1) if chosen else np.zeros(len(left))
             best = left[int(np.argmax(lam * scores[left] - (1 - lam) * red))]
             chosen.append(best); left.remove(best)
         return chosen
@@ -384,9 +390,11 @@ class DemoIndex:
         masked = masked_question(question, list(entities), list(concepts), self.mask_values)
         cands = self._candidates('questions', masked, n, self.excluded(exclude, question))
         if not cands: return []
-        sims, feas, gaps, scores = self._question_scores(masked, cands, list(entities), lp, fw if self.kg is not None else 0.0)
+        sims, feas, gaps, scores = self._question_scores(masked, cands, list(entities), lp,
+                                                         fw if self.kg is not None else 0.0)
         order = self._mmr(cands, scores, n, lam) if lam is not None else list(np.argsort(-scores, kind='stable')[:n])
-        return [ScoredDemo(self.demos[cands[j]], float(scores[j]), float(sims[j]), float(feas[j]), int(gaps[j])) for j in order]
+        return [ScoredDemo(self.demos[cands[j]], float(scores[j]), float(sims[j]), float(feas[j]), int(gaps[j]))
+                for j in order]
 
     def by_question(self, question: str,  # the test question
                     n: int,  # how many demos
@@ -406,7 +414,8 @@ class DemoIndex:
     def scored_by_skeleton(self, program: list[dict],  # a (generated, possibly invalid) program
                            n: int,  # how many demos
                            exclude=(),  # ids or question texts to leave out
-                           question: str | None = None,  # breaks ties between equal skeletons (and is never its own demo)
+                           question: str | None = None,  # breaks ties between equal skeletons (and is never its own
+                                                         # demo)
                            entities=(),  # the question's linked entities (for that tie-break)
                            concepts=(),  # its linked concepts
                           ) -> list[ScoredDemo]:
@@ -416,13 +425,15 @@ class DemoIndex:
         cands = self._candidates('skeletons', skeleton, n, self.excluded(exclude, question))
         if not cands: return []
         sims = self.vectors['skeletons'][cands] @ self.embedder.encode([skeleton])[0]
-        if question is None: tie, feas, gaps = np.zeros(len(cands)), np.ones(len(cands)), np.zeros(len(cands), dtype=int)
+        if question is None:
+            tie, feas, gaps = np.zeros(len(cands)), np.ones(len(cands)), np.zeros(len(cands), dtype=int)
         else:
             masked = masked_question(question, list(entities), list(concepts), self.mask_values)
             fw = self.feasibility_weight if self.kg is not None else 0.0
             _, feas, gaps, tie = self._question_scores(masked, cands, list(entities), self.length_penalty, fw)
         order = sorted(range(len(cands)), key=lambda j: (-round(float(sims[j]), 4), -tie[j]))[:n]
-        return [ScoredDemo(self.demos[cands[j]], float(sims[j]), float(sims[j]), float(feas[j]), int(gaps[j])) for j in order]
+        return [ScoredDemo(self.demos[cands[j]], float(sims[j]), float(sims[j]), float(feas[j]), int(gaps[j]))
+                for j in order]
 
     def by_skeleton(self, program: list[dict],  # the generated program
                     n: int,  # how many demos
@@ -448,7 +459,8 @@ def retrieval_report(index: DemoIndex,  # over a pool of MetaQA demos
     rows = defaultdict(lambda: defaultdict(list))
     for q in questions:
         gold = relation_path(q.program)
-        hits = index.scored_by_question(q.question, n, [q.topic], (), (), length_penalty, feasibility_weight, mmr_lambda)
+        hits = index.scored_by_question(q.question, n, [q.topic], (), (), length_penalty,
+                                        feasibility_weight, mmr_lambda)
         got = [relation_path(s.demo.program) for s in hits]
         r = rows[len(gold)]
         r['path in top-n'].append(gold in got)

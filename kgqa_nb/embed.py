@@ -52,7 +52,8 @@ def load_model(name: str = DEFAULT_MODEL,  # a short name in LOCAL_MODELS, a mod
         where = LOCAL_MODELS[name]() if name in LOCAL_MODELS else name
         try: _MODELS[name] = SentenceTransformer(where, device='cpu')
         except Exception as e:
-            raise EmbeddingError(f'cannot load embedding model {name!r} from {where!r} offline ({type(e).__name__}: {e}); '
+            raise EmbeddingError(f'cannot load embedding model {name!r} from {where!r} offline ({type(e).__name__}: '
+                                 f'{e}); '
                                  f'use {DEFAULT_MODEL!r} or a local model folder') from None
     return _MODELS[name]
 
@@ -69,7 +70,8 @@ class VectorCache:
                 self.db.execute('CREATE TABLE IF NOT EXISTS vec (text TEXT PRIMARY KEY, v BLOB NOT NULL)')
                 self.db.commit(); break
             except sqlite3.OperationalError as e:
-                if 'locked' not in str(e) or attempt == 99: raise EmbeddingError(f'{self.path}: cannot open the embedding cache ({e})') from None
+                if 'locked' not in str(e) or attempt == 99:
+                    raise EmbeddingError(f'{self.path}: cannot open the embedding cache ({e})') from None
                 time.sleep(0.1)
 
     def get_many(self, texts: list[str]) -> dict[str, np.ndarray]:
@@ -92,7 +94,8 @@ class VectorCache:
 class Embedder:
     "Normalised sentence embeddings with an in-memory and on-disk cache keyed by (model, text)."
     def __init__(self, model: str = DEFAULT_MODEL,  # sentence-transformers model (see `load_model`)
-                 cache: str | Path | None = None,  # the SQLite cache file; default cache_dir('embeddings')/<model>.sqlite
+                 cache: str | Path | None = None,  # the SQLite cache file; default
+                                                   # cache_dir('embeddings')/<model>.sqlite
                  batch_size: int = 128,  # texts per model call
                 ):
         self.model_name, self.batch_size = model, batch_size
@@ -157,7 +160,8 @@ def kg_fingerprint(kg) -> str:
 CHROMA_SETTINGS = dict(anonymized_telemetry=False, allow_reset=False)  # every ChromaDB client the library opens
 
 class KGIndex:
-    "Five ChromaDB collections (entities, concepts, relations, attributes, qualifiers) of one KG, built once per (KB, model)."
+    ("Five ChromaDB collections (entities, concepts, relations, attributes, qualifiers) of one KG, built once per "
+     "(KB, model).")
     def __init__(self, kg,  # a `kgqa_nb.kg.KG`
                  embedder: Embedder | None = None,  # default: `Embedder()` (all-MiniLM-L6-v2)
                  path: str | Path | None = None,  # the folder holding all indexes; default cache_dir('indexes')
@@ -188,7 +192,8 @@ class KGIndex:
         for kind in KINDS:
             names = self.elements[kind]
             col = client.create_collection(kind, metadata={'hnsw:space': 'cosine'}, embedding_function=None)
-            bar = progress_bar(total=len(names), desc=f'indexing {kind}', disable=not progress or len(names) < 1000, leave=False)
+            bar = progress_bar(total=len(names), desc=f'indexing {kind}', disable=not progress or len(names) < 1000,
+                               leave=False)
             for i in range(0, len(names), step):
                 part = names[i:i+step]
                 vecs = self.embedder.encode([element_text(n) for n in part], progress=False)
@@ -197,7 +202,8 @@ class KGIndex:
             bar.close()
         self.build_seconds = time.perf_counter() - t0
         manifest = {'fingerprint': self.fingerprint, 'model': self.embedder.model_name,
-                    'counts': {k: len(v) for k, v in self.elements.items()}, 'build_seconds': round(self.build_seconds, 2),
+                    'counts': {k: len(v) for k, v in self.elements.items()},
+                    'build_seconds': round(self.build_seconds, 2),
                     'built_at': time.strftime('%Y-%m-%dT%H:%M:%S')}
         (self.dir/'manifest.json').write_text(json.dumps(manifest, indent=1))
         del client

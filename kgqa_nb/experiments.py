@@ -28,7 +28,8 @@ def experiment_config(config: str = 'manual_demos',  # a key of `pipeline.NAMED_
                       n_demos: int | None = None,  # demonstrations per prompt (dynamic mode)
                      ) -> PipelineConfig:
     "The named configuration with the given switches applied."
-    if config not in NAMED_CONFIGS: raise ExperimentError(f'unknown config {config!r}; expected one of {", ".join(NAMED_CONFIGS)}')
+    if config not in NAMED_CONFIGS:
+        raise ExperimentError(f'unknown config {config!r}; expected one of {", ".join(NAMED_CONFIGS)}')
     changes = dict(system=system, facts=facts, correction=correction, grounding=grounding, demos=demos,
                    constrain=constrain, n_demos=n_demos)
     return replace(NAMED_CONFIGS[config](linking), **{k: v for k, v in changes.items() if v is not None})

@@ -92,7 +92,8 @@ class FactsResult:
     @property
     def relations(self) -> set[str]: return {f['relation'] for f in self.facts if 'relation' in f}
     @property
-    def relation_directions(self) -> set[tuple[str, str]]: return {(f['relation'], f['direction']) for f in self.facts if 'relation' in f}
+    def relation_directions(self) -> set[tuple[str, str]]:
+        return {(f['relation'], f['direction']) for f in self.facts if 'relation' in f}
     @property
     def attributes(self) -> set[str]: return {f['attribute'] for f in self.facts if 'attribute' in f}
     @property
@@ -152,7 +153,8 @@ def bfs_facts(kg,  # a `KG`, or anything with its access protocol
               max_nodes: int = 2000,  # node sets larger than this are sampled
               rng: np.random.Generator | None = None,  # for that sample
              ) -> list[dict]:
-    "Facts up to `hops` levels from the start nodes, following only relations that reach theta; best score first per level."
+    ("Facts up to `hops` levels from the start nodes, following only relations that reach theta; best score first per "
+     "level.")
     rng = rng or np.random.default_rng(0)
     out, level = [], [([], _sample(np.asarray(nodes, dtype=np.int64), max_nodes, rng))]
     for hop in range(1, hops + 1):
@@ -169,7 +171,8 @@ class FactsExtractor:
     "Question-specific facts extraction over one KG (CodeAlignKGQA, Section 3.2)."
     def __init__(self, kg,  # a `kgqa_nb.kg.KG`, or an endpoint's `kgqa_nb.remote_kg.EndpointKG`
                  embedder: Embedder | None = None,  # default `Embedder()` (all-MiniLM-L6-v2)
-                 theta: float = 0.5,  # keep an element whose best n-gram similarity reaches theta (the seed's MetaQA value)
+                 theta: float = 0.5,  # keep an element whose best n-gram similarity reaches theta (the seed's MetaQA
+                                      # value)
                  hops: int = 1,  # BFS depth from E' and C' (the seed's facts are one hop from them)
                  max_n: int | None = None,  # longest n-gram; default the longest relation/key name in words
                  max_nodes: int = 2000,  # nodes expanded per BFS level and path (a seeded sample above that)
@@ -241,4 +244,5 @@ def gold_elements(program: list[dict]) -> dict[str, set]:
 
 def oracle_mentions(program: list[dict]) -> tuple[list[str], list[str]]:
     "E' and C' of oracle mode: the gold program's Find and FilterConcept inputs."
-    return list(dict.fromkeys(program_inputs(program, 'entity'))), list(dict.fromkeys(program_inputs(program, 'concept')))
+    return list(dict.fromkeys(program_inputs(program, 'entity'))), list(dict.fromkeys(program_inputs(program,
+                                                                                                     'concept')))

@@ -451,7 +451,8 @@ def codealign_grammar(vocab: KGVocabulary | None = None,  # names from the KG ('
     first = StackState((), 1, START_T, 0)
     call_rules = {}
     def name(s: StackState) -> str:
-        return 'root' if s == first else _state_name('ca', *s.below, 't' + str(s.top), _TYPE_CODE[s.type], s.steps, 'b' + str(s.branches))
+        return 'root' if s == first else _state_name('ca', *s.below, 't' + str(s.top), _TYPE_CODE[s.type], s.steps,
+                                                     'b' + str(s.branches))
     todo, seen = [first], {first}
     while todo:
         s = todo.pop()
@@ -487,7 +488,8 @@ def symkgqa_grammar(vocab: KGVocabulary | None = None,  # names from the KG ('kg
     fns = _usable(args)
     first = StackState((), 1, START_T, 0)
     key = lambda s: (len(s.below), s.type, s.steps, s.branches)
-    name = lambda s: 'root' if key(s) == key(first) else _state_name('sk', len(s.below), _TYPE_CODE[s.type], s.steps, 'b' + str(s.branches))
+    name = lambda s: 'root' if key(s) == key(first) else _state_name('sk', len(s.below), _TYPE_CODE[s.type], s.steps,
+                                                                     'b' + str(s.branches))
     def step(s, fn, nxt):
         return seq(f'Step {s.steps + 1}: {fn.name}(', *_call_args(args, fn, ''), ')\n', Ref(name(nxt)))
     todo, seen = [first], {key(first)}

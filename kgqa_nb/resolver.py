@@ -25,8 +25,10 @@ class ResolverError(KGQAError, ValueError):
 class KBView:
     "Relation facts (optionally a subset), attributes and concepts of a KG, indexed for set-at-a-time traversal."
     def __init__(self, kg: KG,  # the KG
-                 triples: np.ndarray | None = None,  # (n, 3) head, relation, tail rows to use (default: all relation facts)
-                 extra_concepts: dict[str, np.ndarray] | None = None,  # concept name -> member ids, for concepts the KG lacks
+                 triples: np.ndarray | None = None,  # (n, 3) head, relation, tail rows to use (default: all relation
+                                                     # facts)
+                 extra_concepts: dict[str, np.ndarray] | None = None,  # concept name -> member ids, for concepts the KG
+                                                                       # lacks
                 ):
         self.kg = kg
         tr = kg_triples(kg, with_concepts=False)
@@ -76,12 +78,17 @@ def metaqa_concepts(kg: KG) -> dict[str, np.ndarray]:
     return {'movie': np.unique(kg.rel_src[fwd]).astype(np.int64)}
 
 # %% ../nbs/22_resolver.ipynb #fd81f613
-_UNIT_WORDS = {'metre': 'meter', 'meter': 'meter', 'kilometre': 'kilometer', 'kilometer': 'kilometer', 'centimetre': 'centimeter',
-               'centimeter': 'centimeter', 'millimetre': 'millimeter', 'millimeter': 'millimeter', 'mile': 'mile', 'foot': 'foot',
-               'feet': 'foot', 'inch': 'inch', 'yard': 'yard', 'second': 'second', 'minute': 'minute', 'minute of arc': 'minute',
-               'hour': 'hour', 'day': 'day', 'week': None, 'year': 'year', 'gram': 'gram', 'kilogram': 'kilogram', 'tonne': 'tonne',
+_UNIT_WORDS = {'metre': 'meter', 'meter': 'meter', 'kilometre': 'kilometer', 'kilometer': 'kilometer',
+               'centimetre': 'centimeter',
+               'centimeter': 'centimeter', 'millimetre': 'millimeter', 'millimeter': 'millimeter', 'mile': 'mile',
+               'foot': 'foot',
+               'feet': 'foot', 'inch': 'inch', 'yard': 'yard', 'second': 'second', 'minute': 'minute',
+               'minute of arc': 'minute',
+               'hour': 'hour', 'day': 'day', 'week': None, 'year': 'year', 'gram': 'gram', 'kilogram': 'kilogram',
+               'tonne': 'tonne',
                'pound': 'pound', 'litre': 'liter', 'liter': 'liter', 'hectare': 'hectare', 'acre': 'acre'}
-_CURRENCIES = {'dollar': 'USD', 'united states dollar': 'USD', 'us dollar': 'USD', 'euro': 'EUR', 'pound sterling': 'GBP', 'yen': 'JPY'}
+_CURRENCIES = {'dollar': 'USD', 'united states dollar': 'USD', 'us dollar': 'USD', 'euro': 'EUR',
+               'pound sterling': 'GBP', 'yen': 'JPY'}
 _NO_UNIT = {None, '', '1', 'dimensionless'}
 
 def sympy_unit(name: str):
@@ -95,7 +102,8 @@ def sympy_unit(name: str):
     power = 1
     for word, p in (('square ', 2), ('cubic ', 3)):
         if s.startswith(word): s, power = s[len(word):], p
-    base = _UNIT_WORDS.get(s) or _UNIT_WORDS.get(s[:-1] if s.endswith('s') else s) or (_UNIT_WORDS.get(s[:-2]) if s.endswith('es') else None)
+    base = _UNIT_WORDS.get(s) or _UNIT_WORDS.get(s[:-1] if s.endswith('s') else s) or (_UNIT_WORDS.get(s[:-2])
+                                                                                       if s.endswith('es') else None)
     if base is None: return None
     return getattr(u, base) ** power
 
@@ -152,7 +160,9 @@ class KGEScorer:
             if exclude is not None and len(exclude): sc[:, torch.as_tensor(exclude)] = -torch.inf
             p = torch.softmax(sc, 1)
             w, t = p.topk(min(k, p.shape[1]), 1)
-            P.append(np.repeat(np.arange(s, s + len(h)), w.shape[1])); T.append(t.reshape(-1).numpy()); W.append(w.reshape(-1).numpy())
+            P.append(np.repeat(np.arange(s, s + len(h)), w.shape[1]))
+            T.append(t.reshape(-1).numpy())
+            W.append(w.reshape(-1).numpy())
         if not P: return np.zeros(0, int), np.zeros(0, int), np.zeros(0)
         return np.concatenate(P), np.concatenate(T), np.concatenate(W).astype(np.float64)
 
@@ -191,14 +201,17 @@ class Resolution:
             else: items = [names[j] for j in r.ids[np.argsort(-r.weights, kind='stable')][:sample]]
             n = len(r.values) if r.values is not None else len(r.ids)
             how = ' > '.join(f'{c}({d[0]})' for c, d in r.chosen)
-            out[i] = (f'{how}: ' if how else '') + f'{n} item{"s" * (n != 1)} ' + ', '.join(items) + (' ...' if n > sample else '')
+            out[i] = (f'{how}: ' if how else '') + f'{n} item{"s" * (n != 1)} ' + ', '.join(items) + (' ...'
+                                                                                                      if n > sample
+                                                                                                      else '')
         return out
 
 # %% ../nbs/22_resolver.ipynb #06e99cb2
 @dataclass
 class ResolverConfig:
     "Settings of `SymbolicResolver`."
-    scoring: str = 'kg'  # 'kg' (facts), 'kge' (ComplEx link prediction, the paper), 'hybrid' (facts, KGE for missing links)
+    scoring: str = 'kg'  # 'kg' (facts), 'kge' (ComplEx link prediction, the paper), 'hybrid' (facts, KGE for missing
+                         # links)
     beam: int = 8  # partial paths kept while choosing relations and directions
     top_relations: int = 3  # relation candidates tried per Propagate
     relation_margin: float = 0.25  # ... among those within this similarity of the best one
@@ -224,16 +237,20 @@ class SymbolicResolver:
                 ):
         if config.scoring not in ('kg', 'kge', 'hybrid'):
             raise ResolverError(f"ResolverConfig.scoring must be 'kg', 'kge' or 'hybrid', got {config.scoring!r}")
-        if config.scoring != 'kg' and kge is None: raise ResolverError(f"scoring {config.scoring!r} needs a KGEScorer (kge=...)")
+        if config.scoring != 'kg' and kge is None:
+            raise ResolverError(f"scoring {config.scoring!r} needs a KGEScorer (kge=...)")
         self.view, self.cfg, self.kge = view, config, kge
 
     # ---- one hop ----
-    def hop(self, ids: np.ndarray, w: np.ndarray, relation: int, direction: int, topic: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    def hop(self, ids: np.ndarray, w: np.ndarray, relation: int, direction: int, topic: np.ndarray) -> tuple[np.ndarray,
+                                                                                                             np.ndarray,
+                                                                                                             float]:
         "One hop from a weighted set: (ids, weights, confidence); empty when nothing is reached."
         mode = self.cfg.scoring
         conf = 1.0
         if mode == 'kge':
-            pos, to, p = self.kge.top_targets(ids, relation, direction, self.cfg.kge_top, topic if self.cfg.exclude_topic else None)
+            pos, to, p = self.kge.top_targets(ids, relation, direction, self.cfg.kge_top,
+                                              topic if self.cfg.exclude_topic else None)
             out_ids, out_w = to, w[pos] * p
             conf = float(p.reshape(len(ids), -1)[:, 0].mean()) if len(ids) else 0.0
         else:
@@ -242,9 +259,11 @@ class SymbolicResolver:
             conf = float(len(np.unique(pos)) / max(1, len(ids)))  # share of sources with facts
             if mode == 'hybrid':
                 lacking = np.setdiff1d(np.arange(len(ids)), pos)
-                lacking = lacking[self.view.has_direction(ids[lacking], direction)]  # of the right kind, but missing this link
+                lacking = lacking[self.view.has_direction(ids[lacking], direction)]  # of the right kind, but missing
+                                                                                     # this link
                 if len(lacking):
-                    kp, kt, kw = self.kge.top_targets(ids[lacking], relation, direction, 1, topic if self.cfg.exclude_topic else None)
+                    kp, kt, kw = self.kge.top_targets(ids[lacking], relation, direction, 1,
+                                                      topic if self.cfg.exclude_topic else None)
                     sure = kw >= self.cfg.fill_min_prob
                     kp, kt, kw = kp[sure], kt[sure], kw[sure]
                     out_ids = np.concatenate([out_ids, kt]); out_w = np.concatenate([out_w, w[lacking][kp] * kw])
@@ -279,21 +298,28 @@ def _resolve_chain(self: SymbolicResolver, chain: list[QNode], ids: np.ndarray, 
         for st in beam:
             for rels, off, sim in _chain_options(node, self.view, self.cfg.top_relations, self.cfg.relation_margin):
                 fixed_dirs = [0 if d == 'forward' else 1 for _, d in node.fixed] if node.fixed else None
-                partial = [(st.ids, st.w, 0.0, [], [])]  # ids, weights, confidence, (relation, direction) per hop, middle sets
+                partial = [(st.ids, st.w, 0.0, [], [])]  # ids, weights, confidence, (relation, direction) per hop,
+                                                         # middle sets
                 for h, r in enumerate(rels):
                     grown = []
                     for pid, pw, pconf, pch, mids in partial:
                         for d in ([fixed_dirs[h]] if fixed_dirs else (0, 1)):
                             nid, nw, conf = self.hop(pid, pw, r, d, topic)
-                            if len(nid): grown.append((nid, nw, pconf + conf, pch + [(self.view.relations[r], ('forward', 'backward')[d])], mids + [nid]))
+                            if len(nid):
+                                grown.append((nid, nw, pconf + conf,
+                                              pch + [(self.view.relations[r], ('forward', 'backward')[d])],
+                                              mids + [nid]))
                     partial = grown
                 for nid, nw, conf, ch, mids in partial:
                     if members is not None:
                         keep = np.isin(nid, members)
                         if keep.any(): nid, nw = nid[keep], nw[keep]
-                        elif not (len(mids) > 1 and np.isin(mids[0], members).any()): continue  # 'co-wrote movies with': the middle
-                    bonus = self.cfg.confidence_weight * conf / len(rels) if self.cfg.scoring == 'kge' else 0.01 * conf / len(rels)
-                    nxt.append(_State(nid, nw, st.score + sim - self.cfg.hop_penalty * off + bonus, st.chosen + [ch], st.results + [(nid, nw)]))
+                        elif not (len(mids) > 1 and np.isin(mids[0], members).any()): continue  # 'co-wrote movies
+                            # with': the middle
+                    bonus = self.cfg.confidence_weight * conf / len(
+                        rels) if self.cfg.scoring == 'kge' else 0.01 * conf / len(rels)
+                    nxt.append(_State(nid, nw, st.score + sim - self.cfg.hop_penalty * off + bonus, st.chosen + [ch],
+                                      st.results + [(nid, nw)]))
         if not nxt: return None
         nxt.sort(key=lambda s: -s.score)
         beam = nxt[:self.cfg.beam]
@@ -308,7 +334,8 @@ def resolve(self: SymbolicResolver, g: QGraph) -> Resolution:
     "Execute the subgraph in post-order; the answer node's output, ranked, is the answer."
     results: dict[int, NodeResult] = {}
     notes, path = [], []
-    topic = np.unique(np.concatenate([_entity_ids(self, n) for n in g.nodes if n.kind == ENTITY] or [np.zeros(0, np.int64)]))
+    topic = np.unique(np.concatenate([_entity_ids(self, n) for n in g.nodes if n.kind == ENTITY]
+                                     or [np.zeros(0, np.int64)]))
     order = g.post_order()
     done = set()
     for n in order:
@@ -318,7 +345,8 @@ def resolve(self: SymbolicResolver, g: QGraph) -> Resolution:
             results[n.id] = NodeResult(ids, np.ones(len(ids)), note='' if len(ids) else f'{n.label!r} is not in the KG')
         elif n.kind == EXPAND:
             ids = self.view.members(n.label)
-            results[n.id] = NodeResult(ids, np.ones(len(ids)), note='' if len(ids) else f'no members of concept {n.label!r}')
+            results[n.id] = NodeResult(ids, np.ones(len(ids)),
+                                       note='' if len(ids) else f'no members of concept {n.label!r}')
         elif n.kind == PROPAGATE and n.target is not None:
             results[n.id] = self._known_target(n, results)
         elif n.kind == PROPAGATE and _is_attribute(n):
@@ -337,7 +365,8 @@ def resolve(self: SymbolicResolver, g: QGraph) -> Resolution:
     if final.values is not None:
         answers, weights = [v[0] for v in final.values], [1.0] * len(final.values)
     else:
-        o = np.lexsort((np.asarray([self.view.names[i] for i in final.ids]), -final.weights)) if len(final.ids) else np.zeros(0, int)
+        o = np.lexsort((np.asarray([self.view.names[i] for i in final.ids]),
+                        -final.weights)) if len(final.ids) else np.zeros(0, int)
         answers = [self.view.names[i] for i in final.ids[o][:self.cfg.max_answers]]
         weights = final.weights[o][:self.cfg.max_answers].tolist()
     return Resolution(g, answers, weights, path, results, '; '.join(notes))
@@ -360,7 +389,8 @@ def _chain_from(g: QGraph, first: QNode) -> list[QNode]:
 def _is_attribute(n: QNode) -> bool:
     return not n.fixed and bool(n.candidates) and all(c.kind == 'attribute' for c in n.candidates)
 
-def _chain(self: SymbolicResolver, g: QGraph, chain: list[QNode], results: dict, topic: np.ndarray) -> tuple[list[NodeResult], str]:
+def _chain(self: SymbolicResolver, g: QGraph, chain: list[QNode], results: dict,
+           topic: np.ndarray) -> tuple[list[NodeResult], str]:
     src = results[chain[0].inputs[0]]
     cons = [self.view.members(g.nodes[c.constraint].label) if c.constraint is not None else None for c in chain]
     attempts = [(chain, cons, '')]
@@ -372,10 +402,12 @@ def _chain(self: SymbolicResolver, g: QGraph, chain: list[QNode], results: dict,
     for nodes, cs, note in attempts:
         best = _resolve_chain(self, nodes, src.ids, src.weights, topic, cs)
         if best is not None:
-            by_node = {nd.id: NodeResult(ids, w, chosen=ch, note=note) for nd, (ids, w), ch in zip(nodes, best.results, best.chosen)}
+            by_node = {nd.id: NodeResult(ids, w, chosen=ch, note=note) for nd, (ids, w), ch in zip(nodes, best.results,
+                                                                                                   best.chosen)}
             return [by_node[c.id] for c in nodes], note
     empty = np.zeros(0, np.int64)
-    return [NodeResult(empty, np.zeros(0), note='no relation path reaches anything') for _ in chain], 'no valid relation path'
+    return [NodeResult(empty, np.zeros(0), note='no relation path reaches anything')
+            for _ in chain], 'no valid relation path'
 
 SymbolicResolver._chain = _chain
 
@@ -393,13 +425,16 @@ def _known_target(self: SymbolicResolver, n: QNode, results: dict) -> NodeResult
                 pos, to = self.view.follow(src.ids, r, d)
                 keep = np.zeros(len(src.ids), bool); keep[pos[np.isin(to, tgt.ids)]] = True
             if keep.any() and (best is None or c[2] > best[0]):
-                best = (c[2], NodeResult(src.ids[keep], src.weights[keep], chosen=[(self.view.relations[r], ('forward', 'backward')[d])]))
+                best = (c[2], NodeResult(src.ids[keep], src.weights[keep],
+                                         chosen=[(self.view.relations[r], ('forward', 'backward')[d])]))
     return best[1] if best else NodeResult(np.zeros(0, np.int64), np.zeros(0), note='no source is linked to the target')
 
 def _value_tuple(kg: KG, row: int) -> tuple:
     v = kg.attr_val
     t = int(v.vtype[row])
-    num = float(v.num[row]) if t == QUANTITY else float(v.year[row]) + (0.0 if t == YEAR else (v.day[row] % 366) / 366) if t in (DATE, YEAR) else None
+    num = float(v.num[row]) if t == QUANTITY else float(v.year[row]) + (0.0 if t == YEAR
+                                                                        else (v.day[row] % 366) / 366) if t in (
+                                                                            DATE, YEAR) else None
     unit = kg.units.items[v.unit[row]] if t == QUANTITY else ('year' if t in (DATE, YEAR) else None)
     return (kg.format_values(v, np.asarray([row]))[0], num, unit)
 
@@ -436,14 +471,16 @@ def _nop(self: SymbolicResolver, n: QNode, results: dict) -> NodeResult:
         return NodeResult(ids, np.ones(len(ids)), note=f'{len(ids)} of {len(np.unique(src.ids))} satisfy {n.op} {n.value:g} {n.unit or ""}'.strip())
     if n.op in ('max', 'min'):
         src = ins[0]
-        if src.values is None or not src.values: return NodeResult(src.ids, src.weights, note='no values to select by: NOP skipped')
+        if src.values is None or not src.values:
+            return NodeResult(src.ids, src.weights, note='no values to select by: NOP skipped')
         units = [u for _, num, u in src.values if num is not None]
         if not units: return NodeResult(src.ids, src.weights, note='no numeric values: NOP skipped')
         common = max(set(units), key=units.count)
         nums = [(convert_value(num, u, common) if num is not None else None) for _, num, u in src.values]
         pairs = [(x, e) for x, e in zip(nums, src.ids) if x is not None]
         best = (max if n.op == 'max' else min)(pairs, key=lambda p: p[0])
-        return NodeResult(np.asarray([best[1]], dtype=np.int64), np.ones(1), note=f'{n.op} over {len(pairs)} values ({common})')
+        return NodeResult(np.asarray([best[1]], dtype=np.int64), np.ones(1),
+                          note=f'{n.op} over {len(pairs)} values ({common})')
     if n.op in ('and', 'or'):
         sets = [np.unique(r.ids) for r in ins]
         ids = sets[0]
@@ -474,5 +511,6 @@ def format_resolution(res: Resolution,  # from `SymbolicResolver.resolve`
         note = f'   [{r.note}]' if r is not None and r.note else ''
         lines.append(f'  {node_text(res.graph, n, candidates=0):60} -> {tr.get(n.id, "")}{note}')
     lines.append('  path: ' + (' > '.join(f'{r}({d[0]})' for r, d in res.path) or '-'))
-    lines.append(f'  answers: {res.answers[:answers]}' + (f' (+{len(res.answers) - answers})' if len(res.answers) > answers else ''))
+    lines.append(f'  answers: {res.answers[:answers]}' + (f' (+{len(res.answers) - answers})'
+                                                          if len(res.answers) > answers else ''))
     return '\n'.join(lines)

@@ -63,7 +63,8 @@ def _validate(node, path: tuple) -> str:
         raise SExprError('not an S-expression node', path, 'a string or a non-empty tuple', _short(node))
     head, args = node[0], node[1:]
     if head not in HEADS: raise SExprError('unknown function', path, ' '.join(HEADS), _short(head))
-    if head in ROOT_ONLY and path: raise SExprError(f'{head} can only be the outermost function', path, 'an entity set here', head)
+    if head in ROOT_ONLY and path:
+        raise SExprError(f'{head} can only be the outermost function', path, 'an entity set here', head)
     arity = 1 if head == 'COUNT' else 2
     if len(args) != arity: raise SExprError(f'{head} takes {arity} arguments', path, str(arity), str(len(args)))
     def sub(i):  # an entity-set child
@@ -107,7 +108,9 @@ def read_sexpr(text: str) -> tuple | str:
     while True:
         m = _TOKEN.match(text, pos)
         if m is None:
-            if text[pos:].strip(): raise SExprSyntaxError('unreadable text', (), 'a bracket, a name or a "string"', f'{text[pos:pos + 20]!r} at character {pos}')
+            if text[pos:].strip():
+                raise SExprSyntaxError('unreadable text', (), 'a bracket, a name or a "string"',
+                                       f'{text[pos:pos + 20]!r} at character {pos}')
             break
         pos = m.end()
         if m.group(1): stack.append([])
@@ -144,7 +147,8 @@ def mentions(sexpr) -> list[Mention]:
             walk(node[2], path + (2,), 'entity'); out.append(Mention(path + (1,), 'relation', relation_name(node[1])))
         elif head == 'AND': walk(node[1], path + (1,), 'class'); walk(node[2], path + (2,), 'class')
         elif head == 'COUNT': walk(node[1], path + (1,), 'entity')
-        elif head in ARG_OPS: walk(node[1], path + (1,), 'entity'); out.append(Mention(path + (2,), 'attribute', node[2]))
+        elif head in ARG_OPS:
+            walk(node[1], path + (1,), 'entity'); out.append(Mention(path + (2,), 'attribute', node[2]))
         else: out.append(Mention(path + (1,), 'attribute', node[1])); out.append(Mention(path + (2,), 'value', node[2]))
     walk(sexpr, (), 'entity')
     return out
@@ -173,15 +177,20 @@ def filter_function(key: str,  # the compared attribute
                    ) -> str:
     "The KoPL filter (`FilterNum`, `FilterYear` or `FilterDate`) that compares `key` with `value`."
     kind = (key_types or {}).get(key)
-    if kind == 'string': raise ConversionError(f'{key!r} holds strings, which KoPL cannot order', path, 'a quantity, year or date key', key)
+    if kind == 'string':
+        raise ConversionError(f'{key!r} holds strings, which KoPL cannot order', path,
+                              'a quantity, year or date key', key)
     if kind == 'quantity': return 'FilterNum'
     if _DATE.match(value): return 'FilterDate'
     if _YEAR.match(value): return 'FilterYear'
-    if kind == 'date': raise ConversionError(f'{key!r} holds dates but {value!r} is neither a year nor a date', path, 'yyyy or yyyy-mm-dd', value)
+    if kind == 'date':
+        raise ConversionError(f'{key!r} holds dates but {value!r} is neither a year nor a date', path,
+                              'yyyy or yyyy-mm-dd', value)
     return 'FilterNum'
 
 class KGConcepts:
-    "The concept names of a KG as a container: `name in KGConcepts(kg)` looks the name up, no set of all names is built."
+    ("The concept names of a KG as a container: `name in KGConcepts(kg)` looks the name up, no set of all names is "
+     "built.")
     def __init__(self, kg): self.kg = kg
     def __contains__(self, name) -> bool: return any(self.kg.is_concept[i] for i in self.kg.find(name))
 
@@ -269,7 +278,8 @@ def program_to_sexpr(program: list[dict],  # KQA Pro format
         def fail(why='has no S-expression counterpart'):
             raise ConversionError(f'step {i} ({f}) {why}', (), 'Find, FindAll, Relate, FilterConcept, And, '
                                   'FilterNum/Year/Date with < or >, Count, SelectAmong, final QueryName', f)
-        if any(isinstance(x, _All) for x in ins) and f not in ('FilterConcept', 'FilterNum', 'FilterYear', 'FilterDate'):
+        if any(isinstance(x, _All) for x in ins) and f not in ('FilterConcept', 'FilterNum', 'FilterYear',
+                                                               'FilterDate'):
             fail('reads FindAll, which an S-expression can only narrow by a class or a comparison')
         if f == 'Find': node = a[0]
         elif f == 'FindAll': node = _All()
@@ -285,14 +295,16 @@ def program_to_sexpr(program: list[dict],  # KQA Pro format
         elif f == 'QueryName' and i == last: node = ins[0]
         else: fail()
         nodes.append(node)
-    if isinstance(nodes[-1], _All): raise ConversionError('the program returns every entity', (), 'a narrower set', 'FindAll')
+    if isinstance(nodes[-1], _All):
+        raise ConversionError('the program returns every entity', (), 'a narrower set', 'FindAll')
     return nodes[-1]
 
 # %% ../nbs/25_sexpr.ipynb #2e0c2b53
 def sexpr_answers(executor,  # a `kgqa_nb.executor.KoPLExecutor`
                   sexpr,  # a valid S-expression with KG names
                  ) -> list[str]:
-    "The answers of `sexpr` on the executor's KG: distinct names in order, or the count (of distinct entities) as one string."
+    ("The answers of `sexpr` on the executor's KG: distinct names in order, or the count (of distinct entities) as "
+     "one string.")
     program = sexpr_to_program(sexpr, executor.kg)
     if program[-1]['function'] == 'Count':  # set semantics: count distinct ids, not KoPL's multiset
         return [str(len(set(executor.run(program[:-1]).ids.tolist())))]
