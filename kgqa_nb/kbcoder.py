@@ -103,7 +103,8 @@ class KBLinker:
         return self._fill(hard, dense, self.m_e)
 
     def ranked_names(self, mention: str, kind: str = 'relations', k: int | None = None) -> list[str]:
-        "The `k` (default `m_r`) names of `kind` most similar to the mention: dense, or by string similarity without an index."
+        ("The `k` (default `m_r`) names of `kind` most similar to the mention: dense, or by string similarity without "
+         "an index.")
         k = self.m_r if k is None else k
         if self.index is not None: return self._dense(kind, mention, k)
         text = element_text(mention).lower()
@@ -175,7 +176,8 @@ def answers_without_topic(executor,  # a `KoPLExecutor` over the MetaQA KB
                           program: list[dict],  # a KoPL program
                           topic: str,  # the question's topic entity
                          ) -> list[str]:
-    "`kgqa_nb.metaqa.execute_without_topic`'s answers, computed on entity ids: the same list, without one `Find` per name."
+    ("`kgqa_nb.metaqa.execute_without_topic`'s answers, computed on entity ids: the same list, without one `Find` per "
+     "name.")
     from kgqa_nb.executor import Ents
     from kgqa_nb.metaqa import execute_without_topic, is_path_program
     if not is_path_program(program): return execute_without_topic(executor, program, topic)
@@ -221,7 +223,8 @@ class Variant:
 
     def __post_init__(self):
         if self.samples < 1: raise ValueError(f'samples must be >= 1, got {self.samples}')
-        if self.retrieval not in RETRIEVALS: raise ValueError(f'retrieval must be one of {RETRIEVALS}, got {self.retrieval!r}')
+        if self.retrieval not in RETRIEVALS:
+            raise ValueError(f'retrieval must be one of {RETRIEVALS}, got {self.retrieval!r}')
 
     @property
     def name(self) -> str: return f'KB-Coder({self.samples})' + ('-R' if self.retrieval == 'R' else '')
@@ -229,7 +232,8 @@ class Variant:
     def decodings(self, stop: tuple = ()) -> list[Decoding]:
         "One `Decoding` per sample."
         if self.samples == 1: return [Decoding(temperature=0.0, max_tokens=self.max_tokens, stop=stop)]
-        return [Decoding(temperature=self.temperature, max_tokens=self.max_tokens, stop=stop, seed=k) for k in range(self.samples)]
+        return [Decoding(temperature=self.temperature, max_tokens=self.max_tokens, stop=stop, seed=k)
+                for k in range(self.samples)]
 
 def majority_vote(answer_lists: Sequence[list],  # one answer list per sample ([] for none)
                  ) -> tuple[list, int | None]:
@@ -292,17 +296,23 @@ class KBCoder:
                  demos: Sequence = (),  # the fixed demonstrations: `Demo`s or (question, S-expression) pairs
                  demo_index=None,  # for '-R': an object with `by_question(question, n, entities=...)`
                  n_demos: int = 10,  # demonstrations retrieved per question ('-R')
-                 hint: Callable | None = None,  # question -> related relations to show; default: the linker's, `n_relations` of them
+                 hint: Callable | None = None,  # question -> related relations to show; default: the linker's,
+                                                # `n_relations` of them
                  n_relations: int = 1,  # related relations shown (0: none)
                  max_tries: int = 10000,  # candidate executions per sample
                  time_budget: float = 20.0,  # seconds of search per sample
-                 grammar: str | None = None,  # GBNF all samples decode under (`grammar.program_grammar('kbcoder', ...)`)
+                 grammar: str | None = None,  # GBNF all samples decode under (`grammar.program_grammar('kbcoder',
+                                              # ...)`)
                 ):
-        if variant.retrieval == 'R' and demo_index is None: raise KGQAError(f'{variant.name} needs a demo_index (e.g. kgqa_nb.demos.DemoIndex)')
-        if variant.retrieval == 'fixed' and not demos: raise KGQAError(f'{variant.name} needs fixed demonstrations (demos=)')
-        self.backend, self.linker, self.variant, self.demos, self.demo_index = backend, linker, variant, list(demos), demo_index
+        if variant.retrieval == 'R' and demo_index is None:
+            raise KGQAError(f'{variant.name} needs a demo_index (e.g. kgqa_nb.demos.DemoIndex)')
+        if variant.retrieval == 'fixed' and not demos:
+            raise KGQAError(f'{variant.name} needs fixed demonstrations (demos=)')
+        self.backend, self.linker, self.variant, self.demos, self.demo_index = (backend, linker, variant,
+                                                                                list(demos), demo_index)
         self.n_demos, self.max_tries, self.time_budget, self.grammar = n_demos, max_tries, time_budget, grammar
-        if hint is None and linker is not None and n_relations > 0: hint = lambda q: linker.related_relations(q, n_relations)
+        if hint is None and linker is not None and n_relations > 0:
+            hint = lambda q: linker.related_relations(q, n_relations)
         self.hint = hint
 
     def demonstrations(self, question: str, topic: str | None = None) -> list:
@@ -340,8 +350,12 @@ class KBCoder:
                        llm_seconds=c.seconds, cached=c.cached, completion_tokens=c.completion_tokens)
             if g.ok:
                 t1 = time.perf_counter()
-                if s.sexpr not in seen: seen[s.sexpr] = search_candidates(g.sexpr, link_slots(g.sexpr, self.linker), run, self.max_tries, self.time_budget)
-                else: seen[s.sexpr] = SearchResult(seen[s.sexpr].answers, seen[s.sexpr].grounded, 0, 0.0, seen[s.sexpr].stopped, seen[s.sexpr].candidates)
+                if s.sexpr not in seen:
+                    seen[s.sexpr] = search_candidates(g.sexpr, link_slots(g.sexpr, self.linker), run, self.max_tries,
+                                                      self.time_budget)
+                else:
+                    seen[s.sexpr] = SearchResult(seen[s.sexpr].answers, seen[s.sexpr].grounded, 0, 0.0,
+                                                 seen[s.sexpr].stopped, seen[s.sexpr].candidates)
                 r = seen[s.sexpr]
                 s.answers, s.tries, s.candidates, s.stopped = r.answers, r.tries, r.candidates, r.stopped
                 s.grounded = sexpr_to_text(r.grounded) if r.grounded is not None else None
@@ -349,8 +363,10 @@ class KBCoder:
             samples.append(s)
         answers, voted = majority_vote([s.answers for s in samples])
         return KBCoderResult(question, self.variant.name, answers, not any(s.ok for s in samples), samples, voted,
-                             sum(s.tries for s in samples), time.perf_counter() - t0, sum(s.llm_seconds for s in samples),
-                             sum(s.search_seconds for s in samples), [_demo_id(d, k) for k, d in enumerate(demos)], relations)
+                             sum(s.tries for s in samples), time.perf_counter() - t0,
+                             sum(s.llm_seconds for s in samples),
+                             sum(s.search_seconds for s in samples), [_demo_id(d, k) for k, d in enumerate(demos)],
+                             relations)
 
 # %% ../nbs/27_kbcoder.ipynb #189c1a24
 def bracketed_topic(question: str) -> str | None:
@@ -380,7 +396,8 @@ def resume_jsonl(path: str | Path,  # the JSONL file (appended to)
                  max_new: int | None = None,  # make at most this many new records (None: all)
                  concurrency: int = 1,  # items in flight at once (`kgqa_nb.llm.run_concurrently`; a served model)
                 ) -> tuple[list[dict], int]:
-    "(records of `items` in order, number made now): only items without a record of these settings are done, each written as soon as it is made."
+    ("(records of `items` in order, number made now): only items without a record of these settings are done, each "
+     "written as soon as it is made.")
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     done, new = done_records(path, settings, key), 0
     todo = [(k, item) for k, item in items if k not in done][:max_new]
@@ -398,7 +415,8 @@ def resume_jsonl(path: str | Path,  # the JSONL file (appended to)
 # %% ../nbs/27_kbcoder.ipynb #719a8002
 def _pct(k: float, n: int) -> float: return round(100 * k / n, 2) if n else float('nan')
 
-def _ci(k: float, n: int) -> list: return [round(100 * x, 2) for x in wilson_interval(k, n)] if n else [float('nan')] * 2
+def _ci(k: float, n: int) -> list:
+    return [round(100 * x, 2) for x in wilson_interval(k, n)] if n else [float('nan')] * 2
 
 def summarize(records: Sequence[dict],  # per-question records
               scored: bool = True,  # records carry `hit`, `expected_hit`, `any_hit`, `prediction`
@@ -418,7 +436,8 @@ def summarize(records: Sequence[dict],  # per-question records
                    any_answer_hits_at_1=_pct(sum(r['any_hit'] for r in records), n),
                    answered_percent=_pct(sum(bool(r['prediction']) for r in records), n))
         tries = [r['tries'] for r in records]
-        out.update(tries_per_question=round(float(np.mean(tries)), 1), tries_median=float(np.median(tries)), tries_max=int(max(tries)),
+        out.update(tries_per_question=round(float(np.mean(tries)), 1), tries_median=float(np.median(tries)),
+                   tries_max=int(max(tries)),
                    search_stopped=dict(Counter(s['stopped'] for s in samples if s['ok']).most_common()))
     for k in ('seconds', 'llm_seconds', 'search_seconds'):
         vals = [r[k] for r in records if k in r]

@@ -64,7 +64,8 @@ def as_store(where) -> SparqlStore:
     if isinstance(where, str) and where.startswith(('http://', 'https://')): return EndpointStore(where)
     if isinstance(where, (str, Path)): return OxigraphStore(rdf.open_oxigraph_store(where))
     if type(where).__module__.startswith('pyoxigraph'): return OxigraphStore(where)
-    raise TypeError(f'expected a pyoxigraph Store, an Oxigraph store folder, an endpoint URL or a SparqlStore, got {where!r}')
+    raise TypeError('expected a pyoxigraph Store, an Oxigraph store folder, an endpoint URL or a SparqlStore, got '
+                    f'{where!r}')
 
 def solutions(store: SparqlStore, query: str) -> tuple[list[str], list[list]]:
     "(variable names, rows of plain values) of `query` on any store."
@@ -169,9 +170,11 @@ class Compiler:
     "Compiles a checked KoPL program into one SPARQL SELECT (see above)."
     def __init__(self, steps: list[Step],  # from `check_program`
                  key_types: dict | None = None,  # key -> value type (for QueryAttrUnderCondition, QueryAttrQualifier)
-                 lateral: bool = False,  # LATERAL after sub-SELECTs and for EXISTS (Oxigraph); plain SPARQL 1.1 otherwise
+                 lateral: bool = False,  # LATERAL after sub-SELECTs and for EXISTS (Oxigraph); plain SPARQL 1.1
+                                         # otherwise
                 ):
-        self.steps, self.key_types, self.lateral, self.q = steps, key_types, lateral, _Query(group_optionals=not lateral)
+        self.steps, self.key_types, self.lateral, self.q = (steps, key_types, lateral,
+                                                            _Query(group_optionals=not lateral))
 
     # ---- composing patterns ----
     def after(self, first: list[str], then: list[str]) -> list[str]:
@@ -184,7 +187,9 @@ class Compiler:
         """Keep the solutions for which `test` (sharing the variable `shared`) holds: with `lateral` a `LATERAL` sub-SELECT
         with LIMIT 1; in plain SPARQL 1.1 a join with the `SELECT DISTINCT` of `shared` over `test` (not FILTER EXISTS:
         Virtuoso 7 drops a FILTER EXISTS inside a sub-SELECT, and answers wrongly when one holds another)."""
-        if self.lateral: return ['LATERAL {', f'  {{ SELECT {shared} WHERE {{'] + ['      ' + l for l in test] + ['  } LIMIT 1 }', '}']
+        if self.lateral:
+            return ['LATERAL {', f'  {{ SELECT {shared} WHERE {{'] + ['      ' + l for l in test] + ['  } LIMIT 1 }',
+                                                                                                     '}']
         return _subselect(shared, test)
 
     def optional(self, lines: list[str]) -> list[str]:
@@ -249,17 +254,20 @@ class Compiler:
             t, w = self.target(i, args[1], VALUE_TYPES[fn]), q.var('q')
             kind, var = fact
             node = f'{var}_f' if kind == 'attr' else var  # an attribute fact is reached from its value node
-            test = ([f'{node} p:fact_t {var} .'] if kind == 'attr' else []) + [f'{node} <{key_iri(args[0])}> {w} .'] + q.cond(w, t, op)
+            test = ([f'{node} p:fact_t {var} .']
+                    if kind == 'attr' else []) + [f'{node} <{key_iri(args[0])}> {w} .'] + q.cond(w, t, op)
             return lines + self.exists(var, test), fact
         if fn == 'Relate':
             s_, f = q.var('x'), q.var('f')
             there = 'p:fact_t' if args[1] == 'forward' else 'p:fact_h'
-            return self.semijoin(deps[0], s_, [f'{s_} <{stored_iri(args[0], args[1])}> {f} .', f'{f} {there} {x} .']), ('rel', f)
+            return self.semijoin(deps[0], s_, [f'{s_} <{stored_iri(args[0], args[1])}> {f} .',
+                                               f'{f} {there} {x} .']), ('rel', f)
         if fn == 'And':
             a, b = deps
             if self.every(a) or self.every(b): return self.distinct(b if self.every(a) else a, x, dedup), None
             if self.anchored(b) and not self.anchored(a): a, b = b, a
-            if self.lateral and self.anchored(a) and not self.anchored(b):  # test the unanchored side on the anchored one's
+            if self.lateral and self.anchored(a) and not self.anchored(b):  # test the unanchored side on the anchored
+                                                                            # one's
                 return self.distinct(a, x, dedup) + self.exists(x, self.ents(b, x, False)[0]), None
             return self.distinct(a, x, dedup) + self.distinct(b, x, dedup), None
         if fn == 'Or':  # nested Ors are one union (union of sets is associative); their Finds become one VALUES
@@ -269,7 +277,8 @@ class Compiler:
                 if self.steps[d].function == 'Or': todo[:0] = list(self.steps[d].dependencies)
                 else: leaves.append(d)
             names = list(dict.fromkeys(self.steps[d].inputs[0] for d in leaves
-                                       if self.steps[d].function == 'Find' and _lit(self.steps[d].inputs[0]) is not None))
+                                       if self.steps[d].function == 'Find'
+                                       and _lit(self.steps[d].inputs[0]) is not None))
             values = []
             if names:
                 n = q.var('name')
@@ -313,7 +322,8 @@ class Compiler:
         if fn == 'QueryRelationQualifier':
             rel, qkey = args
             t_, f = q.var('x'), q.var('f')
-            facts = [f'{x} <{stored_iri(rel, "forward")}> {f} .', f'{f} p:fact_t {t_} .', f'{f} <{key_iri(qkey)}> {v} .']
+            facts = [f'{x} <{stored_iri(rel, "forward")}> {f} .', f'{f} p:fact_t {t_} .',
+                     f'{f} <{key_iri(qkey)}> {v} .']
             return self.after(self.bag(deps[0], x), facts) + self.bag(deps[1], t_)
         raise AssertionError(f'{fn} does not output values')
 
@@ -322,7 +332,8 @@ class Compiler:
         "Read every comparison target in step order, so that a bad input fails where `KoPLExecutor.run` fails."
         for i, s in enumerate(self.steps):
             fn, args = s.function, s.inputs
-            if fn in VALUE_TYPES: self.target(i, args[1] if fn.startswith(('Filter', 'QFilter')) else args[0], VALUE_TYPES[fn])
+            if fn in VALUE_TYPES:
+                self.target(i, args[1] if fn.startswith(('Filter', 'QFilter')) else args[0], VALUE_TYPES[fn])
             elif fn == 'QueryAttrUnderCondition': self.target(i, args[2], self.key_type(i, args[1]))
             elif fn == 'QueryAttrQualifier': self.target(i, args[1], self.key_type(i, args[0]))
 
@@ -341,7 +352,8 @@ class Compiler:
         if fn == 'Count': return plan(self.bag(deps[0], '?x'), 'count', '(COUNT(*) AS ?count)')
         if s.output in (VALUE, QVALUE):
             fields = [f'OPTIONAL {{ ?v p:value ?a . BIND(STR(?a) AS ?value) }}', 'OPTIONAL { ?v p:unit ?unit }',
-                      'OPTIONAL { ?v p:date ?d . BIND(STR(?d) AS ?date) }', 'OPTIONAL { ?v p:year ?y . BIND(STR(?y) AS ?year) }']
+                      'OPTIONAL { ?v p:date ?d . BIND(STR(?d) AS ?date) }',
+                      'OPTIONAL { ?v p:year ?y . BIND(STR(?y) AS ?year) }']
             return plan(self.after(self.vals(i, '?v'), fields), 'values', '?value ?unit ?date ?year')
         if fn == 'QueryRelation':
             xs, xt, f = q.var('x'), q.var('x'), q.var('f')
@@ -409,12 +421,14 @@ def finish(plan: Plan, names: list[str], rows: list[list]):
     if plan.kind == 'names': return [get(r, 'name') for r in rows]
     if plan.kind == 'count': return str(int(get(rows[0], 'count'))) if rows else '0'
     if plan.kind == 'relations': return [iri_name(get(r, 'rel')) for r in rows]
-    if plan.kind == 'values': return [_value_text(get(r, 'value'), get(r, 'unit'), get(r, 'date'), get(r, 'year')) for r in rows]
+    if plan.kind == 'values':
+        return [_value_text(get(r, 'value'), get(r, 'unit'), get(r, 'date'), get(r, 'year')) for r in rows]
     if plan.kind == 'verify':
         n, yes = (int(get(rows[0], 'n')), int(get(rows[0], 'yes'))) if rows else (0, 0)
         return verdict(yes, n)
     if plan.kind == 'select_between':
-        order = lambda r: (int(get(r, 'branch')), iri_row(get(r, 'order')) if get(r, 'order') else -1, iri_row(get(r, 'v')))
+        order = lambda r: (int(get(r, 'branch')), iri_row(get(r, 'order')) if get(r, 'order') else -1,
+                           iri_row(get(r, 'v')))
     else: order = lambda r: (iri_row(get(r, 'v')),)
     return _select(plan, sorted((order(r), float(get(r, 'number')), get(r, 'unit'), get(r, 'name')) for r in rows))
 
@@ -475,7 +489,8 @@ class SparqlExecutor:
 
 # %% ../nbs/30_kopl_sparql.ipynb #34ddb8b0
 class BackendError(KGQAError, ValueError):
-    "A `kg_backend` that is neither 'memory', 'oxigraph' nor an http(s) endpoint URL, or an endpoint holding another KB."
+    ("A `kg_backend` that is neither 'memory', 'oxigraph' nor an http(s) endpoint URL, or an endpoint holding another "
+     "KB.")
 
 BACKENDS = ('memory', 'oxigraph')  # and any http(s) SPARQL endpoint URL
 
@@ -483,7 +498,8 @@ def kg_executor(kg,  # a `KG`; for an endpoint URL also None, or the endpoint's 
                 backend: str = 'memory',  # 'memory', 'oxigraph', or an http(s) SPARQL endpoint URL
                 lateral: bool | None = None,  # for SPARQL backends: see `SparqlExecutor`
                ):
-    "An executor of KoPL programs over `kg`: `KoPLExecutor` in memory, or a `SparqlExecutor` on Oxigraph or an endpoint."
+    ("An executor of KoPL programs over `kg`: `KoPLExecutor` in memory, or a `SparqlExecutor` on Oxigraph or an "
+     "endpoint.")
     if backend in BACKENDS and not isinstance(kg, KG):
         what = 'a KG' if backend == 'memory' else 'a KG to build its store from'
         raise BackendError(f"the {backend!r} backend needs {what} in memory, got {type(kg).__name__}")
@@ -494,7 +510,8 @@ def kg_executor(kg,  # a `KG`; for an endpoint URL also None, or the endpoint's 
         if isinstance(kg, KG):
             held, want = kb_hash(ex.store), rdf.kg_fingerprint(kg)
             if held is not None and held != want:
-                raise BackendError(f'the endpoint {backend} holds another KB (content hash {held}; this KG has {want}): '
+                raise BackendError(f'the endpoint {backend} holds another KB (content hash {held}; this KG has '
+                                   f'{want}): '
                                    'load it from kgqa_nb.rdf.write_ntriples(kg, path)')
         return ex
     raise BackendError(f"kg_backend must be 'memory', 'oxigraph' or an http(s) SPARQL endpoint URL, got {backend!r}")

@@ -18,7 +18,8 @@ __all__ = ['KQAPRO_NEEDED', 'resolve_kqapro_folder', 'record_category', 'kqapro_
 # %% ../nbs/35_kqapro.ipynb #cb77e7d0
 KQAPRO_NEEDED = ('kb.json', 'val.json')
 
-def resolve_kqapro_folder(data_dir: str | Path | None = None,  # the data folder (default `kgqa_nb.core.data_dir()`); KQA Pro is read from `<data_dir>/kqapro`
+def resolve_kqapro_folder(data_dir: str | Path | None = None,  # the data folder (default `kgqa_nb.core.data_dir()`);
+                                                               # KQA Pro is read from `<data_dir>/kqapro`
                          ) -> tuple[Path, str | None]:
     "The KQA Pro-style folder to run on and a one-line note when it is the demo benchmark instead of the official data."
     try: root = Path(data_dir) if data_dir is not None else _data_dir(must_exist=False)
@@ -37,7 +38,8 @@ def record_category(rec: dict) -> str:
     return cats[0] if cats else 'Other'
 
 def kqapro_questions(folder: str | Path,  # a KQA Pro-style folder
-                     split: str = 'val',  # 'val' (scored; the official test split has no answers), 'test' (ours has answers) or 'train'
+                     split: str = 'val',  # 'val' (scored; the official test split has no answers), 'test' (ours has
+                                          # answers) or 'train'
                      n: int | None = 40,  # questions wanted (None: all)
                      seed: int = 0,  # sample seed
                     ) -> list[Question]:
@@ -85,7 +87,8 @@ def kqapro_stages(folder: str | Path,  # a KQA Pro-style folder (kb.json, train.
     if grounding:
         from kgqa_nb.grounding import Grounder
         grounder = Grounder(kg, index, backend)
-    return Stages(backend, kg_executor(kg, kg_backend), EntityLinker(kg, index).link, demos=list(DemoPool.manual_kqapro()),
+    return Stages(backend, kg_executor(kg, kg_backend), EntityLinker(kg, index).link,
+                  demos=list(DemoPool.manual_kqapro()),
                   demo_index=DemoIndex(pool, kg=kg), facts=FactsExtractor(kg, theta=theta), grounder=grounder,
                   execute=execute_answers)
 

@@ -32,7 +32,8 @@ def metaqa_questions(hops: Sequence[int] = (1, 2, 3),  # which hop splits
         rows = load_metaqa_split(hop, split, root)
         for i in sorted(random.Random(seed + hop).sample(range(len(rows)), min(n_per_hop, len(rows)))):
             q = rows[i]
-            out.append(Question(f'metaqa-{hop}hop-{split}-{q.line}', q.question, list(q.answers), q.program, f'metaqa-{hop}hop'))
+            out.append(Question(f'metaqa-{hop}hop-{split}-{q.line}', q.question, list(q.answers), q.program,
+                                f'metaqa-{hop}hop'))
     return out
 
 # %% ../nbs/36_metaqa_stages.ipynb #e1075dc1
@@ -47,7 +48,8 @@ def metaqa_demo_pool(exclude: Sequence[str] = (),  # question texts to leave out
                     ) -> dict:
     "MetaQA questions with gold programs, by hop, as demonstration records (evaluated questions removed)."
     skip = set(exclude)
-    return {hop: [q for q in load_metaqa_split(hop, split, root) if q.program and q.question not in skip] for hop in hops}
+    return {hop: [q for q in load_metaqa_split(hop, split, root) if q.program and q.question not in skip]
+            for hop in hops}
 
 def metaqa_fixed_demos(pool: dict,  # from `metaqa_demo_pool`
                        n: int = 10,  # |D|
@@ -71,7 +73,8 @@ def metaqa_fixed_demos(pool: dict,  # from `metaqa_demo_pool`
 def metaqa_stages(backend: LLMBackend,  # the LLM
                   exclude: Sequence[str] = (),  # evaluated question texts, never used as demonstrations
                   n_demos: int = 10,  # |D|
-                  pool_size: int = 1000,  # N, the pool for D' and dynamic demonstrations (MetaQA's annotations are free, so larger than the seed's 100)
+                  pool_size: int = 1000,  # N, the pool for D' and dynamic demonstrations (MetaQA's annotations are
+                                          # free, so larger than the seed's 100)
                   seed: int = 0,
                   grounding: bool = True,  # build the grounder (opens, or builds once, the KG's ChromaDB index)
                   theta: float = 0.5,  # facts threshold
@@ -96,5 +99,6 @@ def metaqa_stages(backend: LLMBackend,  # the LLM
         from kgqa_nb.embed import KGIndex
         from kgqa_nb.grounding import Grounder
         grounder = Grounder(kg, KGIndex(kg), backend)
-    return Stages(backend, kg_executor(kg, kg_backend), partial(link_metaqa, kg=kg), demos=demos, demo_index=DemoIndex(index_pool, kg=kg),
+    return Stages(backend, kg_executor(kg, kg_backend), partial(link_metaqa, kg=kg), demos=demos,
+                  demo_index=DemoIndex(index_pool, kg=kg),
                   facts=FactsExtractor(kg, theta=theta), grounder=grounder, execute=metaqa_execute)

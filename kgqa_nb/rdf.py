@@ -30,7 +30,8 @@ __all__ = ['RDF_FORMAT_VERSION', 'NS', 'PRED_NS', 'ITEM_NS', 'REL_NS', 'KEY_NS',
 # %% ../nbs/29_rdf.ipynb #801c483f
 RDF_FORMAT_VERSION = 2  # bump when the triples written for a KG change: cached stores are keyed by it (2: pred:rank)
 NS = 'https://kgqa-nb.github.io/kb/'
-PRED_NS, ITEM_NS, REL_NS, KEY_NS, FACT_NS, VALUE_NS = (NS + s for s in ('pred/', 'item/', 'rel/', 'key/', 'fact/', 'value/'))
+PRED_NS, ITEM_NS, REL_NS, KEY_NS, FACT_NS, VALUE_NS = (NS + s for s in ('pred/', 'item/', 'rel/', 'key/',
+                                                                        'fact/', 'value/'))
 FORWARD_NS, BACKWARD_NS = NS + 'forward/', NS + 'backward/'
 XSD_NS = 'http://www.w3.org/2001/XMLSchema#'
 RDF_TYPE = 'http://www.w3.org/1999/02/22-rdf-syntax-ns#type'
@@ -41,8 +42,10 @@ class Pred:
     "The IRIs of the special predicates and classes (KQA Pro's `pred:` names, made absolute)."
     name, instance_of, subclass_of = PRED_NS + 'name', PRED_NS + 'instance_of', PRED_NS + 'subclass_of'
     value, unit, date, year = PRED_NS + 'value', PRED_NS + 'unit', PRED_NS + 'date', PRED_NS + 'year'
-    fact_h, fact_r, fact_t, direction = PRED_NS + 'fact_h', PRED_NS + 'fact_r', PRED_NS + 'fact_t', PRED_NS + 'direction'
-    value_type, content_hash, format_version = PRED_NS + 'value_type', PRED_NS + 'content_hash', PRED_NS + 'format_version'
+    fact_h, fact_r, fact_t, direction = (PRED_NS + 'fact_h', PRED_NS + 'fact_r', PRED_NS + 'fact_t',
+                                         PRED_NS + 'direction')
+    value_type, content_hash, format_version = (PRED_NS + 'value_type', PRED_NS + 'content_hash',
+                                                PRED_NS + 'format_version')
     rank = PRED_NS + 'rank'  # an item's, relation's or key's id in the `KG`: the KG's own order
     Concept, Relation = PRED_NS + 'Concept', PRED_NS + 'Relation'
     AttributeKey, QualifierKey = PRED_NS + 'AttributeKey', PRED_NS + 'QualifierKey'
@@ -363,18 +366,21 @@ def kg_description(kg: KG) -> dict:
     for j in range(kg.n_rel):
         if kg.rel_obj[j] < 0: continue
         relations.setdefault(kg.ids[kg.rel_src[j]], []).append(
-            (kg.relations.items[kg.rel_rel[j]], ('forward', 'backward')[kg.rel_dir[j]], kg.ids[kg.rel_obj[j]], quals(kg.n_attr + j)))
+            (kg.relations.items[kg.rel_rel[j]], ('forward', 'backward')[kg.rel_dir[j]], kg.ids[kg.rel_obj[j]],
+             quals(kg.n_attr + j)))
     return _description(names, concept, ancestors, attributes, relations)
 
 def rdf_description(store,  # a pyoxigraph Store holding the RDF view of one KG
                    ) -> dict:
     "What `kg_description` says, read back from the RDF in `store` (a round-trip check of the export)."
-    def rows(q): return [[None if t is None else t.value for t in s] for s in store.query(f'PREFIX p: <{PRED_NS}>\n' + q)]
+    def rows(q):
+        return [[None if t is None else t.value for t in s] for s in store.query(f'PREFIX p: <{PRED_NS}>\n' + q)]
     values = {}
     for v, p, o in rows(f'SELECT ?v ?p ?o WHERE {{ ?v ?p ?o . FILTER(STRSTARTS(STR(?v), "{VALUE_NS}")) }}'):
         values.setdefault(v, {})[p] = o
     quals = {}
-    for f, k, q in rows(f'SELECT ?f ?k ?q WHERE {{ ?f ?k ?q . FILTER(STRSTARTS(STR(?f), "{FACT_NS}") && STRSTARTS(STR(?k), "{KEY_NS}")) }}'):
+    for f, k, q in rows(f'SELECT ?f ?k ?q WHERE {{ ?f ?k ?q . FILTER(STRSTARTS(STR(?f), "{FACT_NS}") && '
+                        f'STRSTARTS(STR(?k), "{KEY_NS}")) }}'):
         quals.setdefault(f, []).append((iri_name(k), repr(_value_from(values[q]))))
     qual = lambda f: tuple(sorted(quals.get(f, [])))
     names, concept = {}, {}
@@ -388,7 +394,8 @@ def rdf_description(store,  # a pyoxigraph Store holding the RDF view of one KG
                            f'FILTER(STRSTARTS(STR(?f), "{FACT_NS}a")) }}'):
         attributes.setdefault(iri_name(i), []).append((iri_name(k), repr(_value_from(values[v])), qual(f)))
     relations = {}
-    for f, s, sp, h, r, t, d in rows('SELECT ?f ?s ?sp ?h ?r ?t ?d WHERE { ?f p:fact_h ?h ; p:fact_r ?r ; p:fact_t ?t ; '
+    for f, s, sp, h, r, t, d in rows('SELECT ?f ?s ?sp ?h ?r ?t ?d WHERE { ?f p:fact_h ?h ; p:fact_r ?r ; p:fact_t ?t '
+                                     '; '
                                      'p:direction ?d . ?s ?sp ?f . ?h ?r ?t . }'):
         if not (sp == stored_iri(iri_name(r), d) and s == (h if d == 'forward' else t)):
             raise RdfError(f'{f}: stored by {s} with {sp}, but its direction is {d} between {h} and {t}')

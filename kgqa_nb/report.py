@@ -47,7 +47,8 @@ def group_bar_chart(summary: dict,  # `pipeline.summarize` output: group -> figu
     import matplotlib.pyplot as plt
     groups = [g for g in (groups or summary) if g in summary and g != 'all']
     ys = [summary[g]['hits_at_1'] for g in groups]
-    err = [[y - summary[g]['ci95'][0] for g, y in zip(groups, ys)], [summary[g]['ci95'][1] - y for g, y in zip(groups, ys)]]
+    err = [[y - summary[g]['ci95'][0] for g, y in zip(groups, ys)],
+           [summary[g]['ci95'][1] - y for g, y in zip(groups, ys)]]
     fig, ax = plt.subplots(figsize=(max(4, 1.1 * len(groups)), 3.2))
     ax.bar(range(len(groups)), ys, yerr=err, capsize=3)
     labels = [f"{g}\n(n={summary[g]['n']}{_crashed_note(summary[g])})" for g in groups]
@@ -149,33 +150,43 @@ def read_generation_ser(d: dict) -> tuple[list[dict], dict]:
                       linking='realistic: MetaQA bracketed topic; KQA Pro questions without entity lines')
 
 def read_bench_executor(d: dict) -> tuple[list[dict], dict]:
-    rows = [{'engine': k, **{m: v.get(m) for m in ('programs_per_s', 'load_s', 'peak_rss_mb')}} for k, v in (d.get('results') or {}).items()]
-    rows += [{'engine': f'target {k}', 'programs_per_s': v.get('value'), 'load_s': v.get('target'), 'peak_rss_mb': 'met' if v.get('met') else 'NOT met'}
+    rows = [{'engine': k, **{m: v.get(m) for m in ('programs_per_s', 'load_s', 'peak_rss_mb')}}
+            for k, v in (d.get('results') or {}).items()]
+    rows += [{'engine': f'target {k}', 'programs_per_s': v.get('value'), 'load_s': v.get('target'),
+              'peak_rss_mb': 'met' if v.get('met') else 'NOT met'}
              for k, v in (d.get('targets') or {}).items()]
-    return rows, dict(data=f"synthetic KB ({_get(d, 'kb', 'entities')} entities)", model='none (executor only)', linking='n/a')
+    return rows, dict(data=f"synthetic KB ({_get(d, 'kb', 'entities')} entities)", model='none (executor only)',
+                      linking='n/a')
 
 def read_facts(d: dict) -> tuple[list[dict], dict]:
     p = d.get('parameters') or {}
     main = p.get('main_bfs_hops', 1)
     rows = [{k: r.get(k) for k in ('theta', 'precision', 'recall', 'f1', 'facts_per_q')}
             for r in d.get('results') or [] if r.get('hop') == 'all' and r.get('bfs_hops') == main]
-    return rows, dict(data=f"MetaQA {p.get('split', 'dev')} ({p.get('n_per_hop')} per hop)", model=p.get('model'), linking=p.get('mode'))
+    return rows, dict(data=f"MetaQA {p.get('split', 'dev')} ({p.get('n_per_hop')} per hop)", model=p.get('model'),
+                      linking=p.get('mode'))
 
 def read_bench_complex(d: dict) -> tuple[list[dict], dict]:
     rows = [{**{k: r.get(k) for k in ('dataset', 'system', 'mrr', 'hits1', 'hits10', 'seconds')},
-             'system': r.get('system', '') + (f" ({r['setting']})" if r.get('setting') else '')} for r in d.get('link_prediction') or []]
+             'system': r.get('system', '') + (f" ({r['setting']})" if r.get('setting') else '')}
+            for r in d.get('link_prediction') or []]
     if isinstance(d.get('metaqa'), dict):
-        m = d['metaqa']; rows.append({'dataset': 'MetaQA KB', 'system': 'kgqa_nb', 'mrr': m.get('mrr'), 'hits1': m.get('hits1'), 'hits10': m.get('hits10'), 'seconds': m.get('train_seconds')})
+        m = d['metaqa']
+        rows.append({'dataset': 'MetaQA KB', 'system': 'kgqa_nb', 'mrr': m.get('mrr'), 'hits1': m.get('hits1'),
+                     'hits10': m.get('hits10'), 'seconds': m.get('train_seconds')})
     return rows, dict(data='UMLS/Kinships/Nations/MetaQA KB', model='ComplEx (no LLM)', linking='n/a')
 
 def read_nskgqa(d: dict) -> tuple[list[dict], dict]:
     rows = []
     for name, st in (d.get('settings') or {}).items():
         for hop, sc in (st.get('hits1') or {}).items():
-            rows.append({'setting': name, 'hop': hop, 'n': sc.get('n'), 'Hits@1 %': 100 * sc['value'] if isinstance(sc.get('value'), (int, float)) else None,
-                         '95% CI %': [round(100 * sc.get('low', 0), 1), round(100 * sc.get('high', 0), 1)], **{f'spec {k}': v for k, v in (st.get('spec') or {}).items()}})
+            rows.append({'setting': name, 'hop': hop, 'n': sc.get('n'),
+                         'Hits@1 %': 100 * sc['value'] if isinstance(sc.get('value'), (int, float)) else None,
+                         '95% CI %': [round(100 * sc.get('low', 0), 1), round(100 * sc.get('high', 0), 1)],
+                         **{f'spec {k}': v for k, v in (st.get('spec') or {}).items()}})
     p = d.get('protocol') or {}
-    return rows, dict(data=f"MetaQA {p.get('split', '?')} ({p.get('n_per_hop', '?')} per hop)", model='NS-KGQA (no LLM; ' + str(p.get('embedding_model', '')) + ')',
+    return rows, dict(data=f"MetaQA {p.get('split', '?')} ({p.get('n_per_hop', '?')} per hop)",
+                      model='NS-KGQA (no LLM; ' + str(p.get('embedding_model', '')) + ')',
                       linking='per setting (realistic: topic entity from the question)')
 
 def read_generic(d: dict) -> tuple[list[dict], dict]:
@@ -187,53 +198,70 @@ def _model_of(runs: dict) -> str:
     return ', '.join(sorted({str((r.get('settings') or {}).get('model')) for r in runs.values()})) or None
 
 def read_metaqa_kbcoder(d: dict) -> tuple[list[dict], dict]:
-    "run_kbcoder's outputs/metaqa_kbcoder.json: per variant and hop, Hits@1 (95% CI), FER, tries and seconds per question."
+    ("run_kbcoder's outputs/metaqa_kbcoder.json: per variant and hop, Hits@1 (95% CI), FER, tries and seconds per "
+     "question.")
     rows = []
     for name, run in (d.get('runs') or {}).items():
         for ds, s in (run.get('summary') or {}).items():
-            rows.append({'variant': name, 'data': ds, 'n': s.get('n'), 'Hits@1 %': s.get('hits_at_1'), '95% CI': s.get('ci95'),
-                         'FER %': s.get('fer_percent'), 'tries/q': s.get('tries_per_question'), 's/q': s.get('seconds_per_question'),
+            rows.append({'variant': name, 'data': ds, 'n': s.get('n'), 'Hits@1 %': s.get('hits_at_1'),
+                         '95% CI': s.get('ci95'),
+                         'FER %': s.get('fer_percent'), 'tries/q': s.get('tries_per_question'),
+                         's/q': s.get('seconds_per_question'),
                          'done/planned': f"{run.get('questions_done')}/{run.get('questions_planned')}"})
-    links = {('hard match + dense retrieval' if (r.get('settings') or {}).get('linking_index') else 'hard match + string similarity')
+    links = {('hard match + dense retrieval' if (r.get('settings') or {}).get('linking_index')
+              else 'hard match + string similarity')
              for r in (d.get('runs') or {}).values()}
-    return rows, dict(data='MetaQA dev, the CodeAlignKGQA measurement\'s seeded sample', model=_model_of(d.get('runs') or {}),
+    return rows, dict(data='MetaQA dev, the CodeAlignKGQA measurement\'s seeded sample',
+                      model=_model_of(d.get('runs') or {}),
                       linking='realistic (bracketed topic shown; names linked by ' + ' / '.join(sorted(links)) + ')')
 
 def read_kbcoder_head_to_head(d: dict) -> tuple[list[dict], dict]:
-    "run_kbcoder's head to head in outputs/metaqa_kbcoder.json: CodeAlignKGQA against each KB-Coder variant on the same questions."
-    rows = [{'KB-Coder variant': r.get('kb_coder'), 'data': r.get('data'), 'n': r.get('n'), 'CodeAlignKGQA Hits@1 %': r.get('reference'),
+    ("run_kbcoder's head to head in outputs/metaqa_kbcoder.json: CodeAlignKGQA against each KB-Coder variant on the "
+     "same questions.")
+    rows = [{'KB-Coder variant': r.get('kb_coder'), 'data': r.get('data'), 'n': r.get('n'),
+             'CodeAlignKGQA Hits@1 %': r.get('reference'),
              'KB-Coder Hits@1 %': r.get('other'), 'only CodeAlignKGQA right': r.get('only_reference'),
-             'only KB-Coder right': r.get('only_other'), 'McNemar p': r.get('mcnemar_p')} for r in (d.get('head_to_head') or {}).get('rows') or []]
+             'only KB-Coder right': r.get('only_other'), 'McNemar p': r.get('mcnemar_p')}
+            for r in (d.get('head_to_head') or {}).get('rows') or []]
     labels = read_metaqa_kbcoder(d)[1]
     return rows, dict(labels, data=labels['data'] + '; each pair on the questions both answered')
 
 def read_kbcoder_like_for_like(d: dict) -> tuple[list[dict], dict]:
-    "run_kbcoder's like-for-like rows in outputs/metaqa_kbcoder.json: each system with fixed and with retrieved demonstrations."
+    ("run_kbcoder's like-for-like rows in outputs/metaqa_kbcoder.json: each system with fixed and with retrieved "
+     "demonstrations.")
     part = d.get('like_for_like') or {}
     labels = read_metaqa_kbcoder(d)[1]
     return list(part.get('rows') or []), dict(labels, data=part.get('about') or labels['data'])
 
 def read_webqsp_fer(d: dict) -> tuple[list[dict], dict]:
     "run_kbcoder's outputs/webqsp_fer.json: FER per variant (generation only)."
-    rows = [{'variant': name, 'n': (run.get('summary') or {}).get('n'), 'FER %': (run.get('summary') or {}).get('fer_percent'),
-             '95% CI': (run.get('summary') or {}).get('fer_ci95'), 'sample FER %': (run.get('summary') or {}).get('sample_fer_percent'),
+    rows = [{'variant': name, 'n': (run.get('summary') or {}).get('n'),
+             'FER %': (run.get('summary') or {}).get('fer_percent'),
+             '95% CI': (run.get('summary') or {}).get('fer_ci95'),
+             'sample FER %': (run.get('summary') or {}).get('sample_fer_percent'),
              'answers scored': 'no (no Freebase)'} for name, run in (d.get('runs') or {}).items()]
-    return rows, dict(data='WebQSP test, seeded sample (generation only: answers cannot be scored)', model=_model_of(d.get('runs') or {}),
+    return rows, dict(data='WebQSP test, seeded sample (generation only: answers cannot be scored)',
+                      model=_model_of(d.get('runs') or {}),
                       linking='none (generation only)')
 
 def read_run_webqsp(d: dict) -> tuple[list[dict], dict]:
     "run_webqsp's metrics.json: FER (KB-Coder) or SER (CodeAlignKGQA) and the commonest error types."
     s = d.get('summary') or {}
-    errors = ', '.join(f"{e['error type']} {e['percent']}%" for e in (d.get('error_types') or []) if e.get('error type') != 'valid')
-    rows = [{'system': d.get('system'), 'metric': d.get('metric'), 'n': s.get('n'), 'rate %': s.get('fer_percent'), '95% CI': s.get('fer_ci95'),
-             'sample rate %': s.get('sample_fer_percent'), 'error types (samples)': errors or 'none', 's/q': s.get('seconds_per_question'),
+    errors = ', '.join(f"{e['error type']} {e['percent']}%" for e in (d.get('error_types') or [])
+                       if e.get('error type') != 'valid')
+    rows = [{'system': d.get('system'), 'metric': d.get('metric'), 'n': s.get('n'), 'rate %': s.get('fer_percent'),
+             '95% CI': s.get('fer_ci95'),
+             'sample rate %': s.get('sample_fer_percent'), 'error types (samples)': errors or 'none',
+             's/q': s.get('seconds_per_question'),
              'answers scored': 'no (no Freebase)'}]
     return rows, dict(data=d.get('data'), model=d.get('model'), linking=d.get('linking'))
 
 def read_ablations(d: dict) -> tuple[list[dict], dict]:
     "ablations' ablations.json: one row per ablation and group, delta against the full configuration."
-    keep = ('system', 'ablation', 'full', 'group', 'n', 'metric', 'full_value', 'value', 'delta', 'note', 'model', 'linking')
-    return [{k: r.get(k) for k in keep} for r in d.get('rows') or []], dict(data=d.get('data'), model=d.get('model'), linking=d.get('linking'))
+    keep = ('system', 'ablation', 'full', 'group', 'n', 'metric', 'full_value', 'value', 'delta', 'note',
+            'model', 'linking')
+    return [{k: r.get(k) for k in keep} for r in d.get('rows') or []], dict(data=d.get('data'), model=d.get('model'),
+                                                                            linking=d.get('linking'))
 
 # %% ../nbs/34_report.ipynb #b956937c
 REPORT_SECTIONS = [
@@ -241,34 +269,45 @@ REPORT_SECTIONS = [
      ['constrained/accuracy_ser.png']),
     ('constrained.json', 'Grammar-constrained generation: KQA Pro test, MetaQA, WebQSP (constrained)',
      lambda d: read_constrained_elsewhere(d), []),
-    ('run_kqapro/metrics.json', 'KQA Pro: the main job (run_kqapro)', read_run, ['run_kqapro/by_category.png', 'run_kqapro/latency.png']),
-    ('constrained/metaqa_quoting/metrics.json', 'MetaQA run (run_metaqa, its default: no facts, KG-level grammar)', read_run,
+    ('run_kqapro/metrics.json', 'KQA Pro: the main job (run_kqapro)', read_run, ['run_kqapro/by_category.png',
+                                                                                 'run_kqapro/latency.png']),
+    ('constrained/metaqa_quoting/metrics.json', 'MetaQA run (run_metaqa, its default: no facts, KG-level grammar)',
+     read_run,
      ['constrained/metaqa_quoting/by_hop.png', 'constrained/metaqa_quoting/latency.png']),
-    ('run_metaqa/metrics.json', 'MetaQA run with facts at θ 0.5, the earlier default (run_metaqa -p config codealign)', read_run,
+    ('run_metaqa/metrics.json', 'MetaQA run with facts at θ 0.5, the earlier default (run_metaqa -p config codealign)',
+     read_run,
      ['run_metaqa/by_hop.png', 'run_metaqa/latency.png']),
     ('metaqa_pipelines.json', 'MetaQA: CodeAlignKGQA, ablations and SymKGQA (metaqa_pipelines)', read_metaqa_pipelines,
      ['metaqa_pipelines/hits_by_hop.png', 'metaqa_pipelines/latency_by_stage.png']),
     ('metaqa_kbcoder.json', 'MetaQA: KB-Coder (run_kbcoder)', read_metaqa_kbcoder, []),
-    ('metaqa_kbcoder.json', 'MetaQA: CodeAlignKGQA against KB-Coder, same questions (run_kbcoder)', read_kbcoder_head_to_head,
+    ('metaqa_kbcoder.json', 'MetaQA: CodeAlignKGQA against KB-Coder, same questions (run_kbcoder)',
+     read_kbcoder_head_to_head,
      ['kbcoder/head_to_head.png']),
-    ('metaqa_kbcoder.json', 'MetaQA: CodeAlignKGQA and KB-Coder like for like, fixed and retrieved demonstrations (run_kbcoder)',
+    ('metaqa_kbcoder.json',
+     'MetaQA: CodeAlignKGQA and KB-Coder like for like, fixed and retrieved demonstrations (run_kbcoder)',
      read_kbcoder_like_for_like, []),
     ('webqsp_fer.json', 'WebQSP: format error rate (run_kbcoder)', read_webqsp_fer, []),
-    ('run_webqsp/kbcoder/metrics.json', 'WebQSP: KB-Coder format error rate, generation only (run_webqsp)', read_run_webqsp,
+    ('run_webqsp/kbcoder/metrics.json', 'WebQSP: KB-Coder format error rate, generation only (run_webqsp)',
+     read_run_webqsp,
      ['run_webqsp/kbcoder/error_types.png']),
-    ('run_webqsp/codealign/metrics.json', 'WebQSP: CodeAlignKGQA syntax error rate, generation only (run_webqsp)', read_run_webqsp,
+    ('run_webqsp/codealign/metrics.json', 'WebQSP: CodeAlignKGQA syntax error rate, generation only (run_webqsp)',
+     read_run_webqsp,
      ['run_webqsp/codealign/error_types.png']),
-    ('ablations/ablations.json', "Ablations: deltas against each system's full configuration (ablations)", read_ablations,
+    ('ablations/ablations.json', "Ablations: deltas against each system's full configuration (ablations)",
+     read_ablations,
      ['ablations/ablation_deltas.png']),
     ('metaqa_nskgqa.json', 'MetaQA: NS-KGQA (run_nskgqa)', read_nskgqa, []),
     ('generation_ser.json', 'Syntax error rate of generation (generation_ser)', read_generation_ser, []),
-    ('facts_extraction/metrics.json', 'Facts extraction precision/recall against theta (facts_extraction)', read_facts, ['facts_extraction/pr_theta.png']),
+    ('facts_extraction/metrics.json', 'Facts extraction precision/recall against theta (facts_extraction)', read_facts,
+     ['facts_extraction/pr_theta.png']),
     ('bench_complex.json', 'ComplEx link prediction (bench_complex)', read_bench_complex, ['bench_complex.png']),
     ('bench_executor.json', 'KoPL executor benchmark (bench_executor)', read_bench_executor, ['bench_executor.png']),
-    ('bench_sparql.md', 'KoPL on SPARQL engines: in memory, embedded Oxigraph, Oxigraph server, Virtuoso (bench_sparql)',
+    ('bench_sparql.md',
+     'KoPL on SPARQL engines: in memory, embedded Oxigraph, Oxigraph server, Virtuoso (bench_sparql)',
      None, ['bench_sparql.png']),
     ('benchgen_stats.md', 'Demo benchmark statistics (benchgen_stats)', None, []),
-    ('bench_throughput.md', 'Throughput against concurrency: replay server and llama.cpp server (bench_throughput)', None,
+    ('bench_throughput.md', 'Throughput against concurrency: replay server and llama.cpp server (bench_throughput)',
+     None,
      ['bench_throughput.png']),
 ]
 
@@ -285,14 +324,17 @@ def report_section(outputs: Path,  # the outputs folder
     except (OSError, ValueError) as e: return f'{head}\n\ncould not be read: {e}\n'
     try: rows, labels = reader(d)
     except Exception as e:  # an unexpected shape: show what is there instead of failing the page
-        rows, labels = read_generic(d); rows.insert(0, {'key': 'note', 'value': f'reader failed ({type(e).__name__}: {e}); raw numbers below'})
-    if not rows: rows = [{'key': 'note', 'value': 'the expected table is missing; raw numbers below'}, *read_generic(d)[0]]
+        rows, labels = read_generic(d)
+        rows.insert(0, {'key': 'note', 'value': f'reader failed ({type(e).__name__}: {e}); raw numbers below'})
+    if not rows:
+        rows = [{'key': 'note', 'value': 'the expected table is missing; raw numbers below'}, *read_generic(d)[0]]
     mark = ', '.join(f'{k}: {labels.get(k) or "not recorded"}' for k in ('data', 'model', 'linking'))
     extra = [f'> Note: {d["note"]}'] if isinstance(d, dict) and d.get('note') else []
     return '\n\n'.join([head, f'**{mark}**', *extra, md_table(rows), *imgs]) + '\n'
 
 def write_report(outputs: str | Path,  # the outputs folder holding every run's files
-                 out_path: str | Path | None = None,  # the page to write (default outputs/README.md); image links are relative to `outputs`
+                 out_path: str | Path | None = None,  # the page to write (default outputs/README.md); image links are
+                                                      # relative to `outputs`
                 ) -> str:
     "The results page gathering every run; written to `out_path` and returned."
     outputs = Path(outputs)
@@ -317,7 +359,8 @@ def ablation_row(source: str,  # where the numbers come from: the producing note
                  ablation: str,  # what the ablation changes, in words
                  full: str,  # the full configuration it is compared with
                  config: str,  # the ablated configuration
-                 group: str = '',  # the questions' group ('metaqa-1hop', '1-hop', 'all', 'Nations'); '' when there are no numbers
+                 group: str = '',  # the questions' group ('metaqa-1hop', '1-hop', 'all', 'Nations'); '' when there are
+                                   # no numbers
                  n: int | None = None,  # questions (or folds, comparisons) behind the ablation's number
                  metric: str = 'Hits@1 %',  # what the numbers measure
                  full_value: float | None = None,  # the full configuration's number
@@ -327,9 +370,12 @@ def ablation_row(source: str,  # where the numbers come from: the producing note
                  model: str = '',  # the model (or 'no LLM' system) that produced them
                  linking: str = '',  # the entity linking mode
                 ) -> dict:
-    "One ablation table row (keys: `ABLATION_COLUMNS`); delta is ablation minus full, in points, when both numbers exist."
-    delta = round(value - full_value, 2) if isinstance(value, (int, float)) and isinstance(full_value, (int, float)) else None
-    return dict(source=source, system=system, ablation=ablation, full=full, config=config, group=group, n=n, metric=metric,
+    ("One ablation table row (keys: `ABLATION_COLUMNS`); delta is ablation minus full, in points, when both numbers "
+     "exist.")
+    delta = round(value - full_value, 2) if isinstance(value, (int, float)) and isinstance(full_value,
+                                                                                           (int, float)) else None
+    return dict(source=source, system=system, ablation=ablation, full=full, config=config, group=group, n=n,
+                metric=metric,
                 full_value=full_value, value=value, delta=delta, note=note, data=data, model=model, linking=linking)
 
 # %% ../nbs/34_report.ipynb #d3b131fc
@@ -366,7 +412,8 @@ def pipeline_ablation(records_path: str | Path,  # run_pipeline's JSONL records
     "Rows of one pipeline ablation: per group on the question ids both configurations have, else one 'not run yet' row."
     src, data = f'metaqa_pipelines ({records_path})', 'MetaQA dev (vanilla), seeded sample'
     def not_run(why: str, model_id: str = '') -> list[dict]:
-        return [ablation_row(src, system, what, full, abl, note=f'not run yet: {why}', data=data, model=model_id, linking=linking)]
+        return [ablation_row(src, system, what, full, abl, note=f'not run yet: {why}', data=data, model=model_id,
+                             linking=linking)]
     if not Path(records_path).exists(): return not_run(f'{records_path} does not exist')
     if abl not in NAMED_CONFIGS: return not_run(f'{abl!r} is not in kgqa_nb.pipeline.NAMED_CONFIGS')
     full_recs, model_id = config_records(records_path, full, linking, model)
@@ -379,13 +426,15 @@ def pipeline_ablation(records_path: str | Path,  # run_pipeline's JSONL records
         crashed = {name: question_counts(s[group])['crashed'] for name, s in ((full, s_full), (abl, s_abl))}
         said = ', '.join(f'{name} {k}' for name, k in crashed.items() if k)
         return f'same {len(ids)} question ids' + (f'; crashed (counted as misses): {said}' if said else '')
-    return [ablation_row(src, system, what, full, abl, group, s_full[group]['n'], 'Hits@1 %', s_full[group]['hits_at_1'],
+    return [ablation_row(src, system, what, full, abl, group, s_full[group]['n'], 'Hits@1 %',
+                         s_full[group]['hits_at_1'],
                          s_abl[group]['hits_at_1'], note(group), data, model_id, linking)
             for group in sorted(s_full, key=lambda g: (g == 'all', g))]
 
 def pipeline_ablation_rows(records_path: str | Path,  # run_pipeline's JSONL records (metaqa_pipelines)
                            linking: str = 'realistic',  # the linking mode to compare in
-                           model: str | None = None,  # the model id; None: the one with most records of each full configuration
+                           model: str | None = None,  # the model id; None: the one with most records of each full
+                                                      # configuration
                           ) -> list[dict]:
     "Rows of every `PIPELINE_ABLATIONS` entry, in order."
     return [row for system, full, abl, what in PIPELINE_ABLATIONS
@@ -409,20 +458,25 @@ def nskgqa_setting_rows(path: str | Path,  # run_nskgqa's metrics file the setti
                         data: str = '',  # the data label
                         model: str = '',  # the model label
                        ) -> list[dict]:
-    "Rows of one NS-KGQA setting against its base, per hop of the base; a 'not run yet' row when either setting is missing."
+    ("Rows of one NS-KGQA setting against its base, per hop of the base; a 'not run yet' row when either setting is "
+     "missing.")
     src = f'run_nskgqa ({path})'
     if setting not in settings or base not in settings:
         missing = setting if setting not in settings else base
-        return [ablation_row(src, 'NS-KGQA', what, base, setting, note=f'not run yet: setting {missing!r} not in {path}', data=data, model=model)]
+        return [ablation_row(src, 'NS-KGQA', what, base, setting,
+                             note=f'not run yet: setting {missing!r} not in {path}', data=data, model=model)]
     link = 'oracle subgraph' if setting.startswith('oracle') else 'realistic (topic entity from the question)'
     rows = []
     for hop in sorted(settings[base]['hits1'], key=str):
         a, b = settings[base]['hits1'][hop], settings[setting]['hits1'].get(hop)
         if b is None:
-            rows.append(ablation_row(src, 'NS-KGQA', what, base, setting, f'{hop}-hop', note=f'no {hop}-hop result for {setting}', data=data, model=model, linking=link))
+            rows.append(ablation_row(src, 'NS-KGQA', what, base, setting, f'{hop}-hop',
+                                     note=f'no {hop}-hop result for {setting}', data=data, model=model, linking=link))
             continue
-        note = '' if a['n'] == b['n'] else f"n differs: {base} {a['n']}, {setting} {b['n']} (first questions of the same sample)"
-        rows.append(ablation_row(src, 'NS-KGQA', what, base, setting, f'{hop}-hop', b['n'], 'Hits@1 %', round(100 * a['value'], 2),
+        note = ('' if a['n'] == b['n']
+                else f"n differs: {base} {a['n']}, {setting} {b['n']} (first questions of the same sample)")
+        rows.append(ablation_row(src, 'NS-KGQA', what, base, setting, f'{hop}-hop', b['n'], 'Hits@1 %',
+                                 round(100 * a['value'], 2),
                                  round(100 * b['value'], 2), note, data, model, link))
     return rows
 
@@ -431,18 +485,22 @@ def nskgqa_ablation_rows(path: str | Path,  # run_nskgqa's metrics (outputs/meta
     "Rows of every `NSKGQA_ABLATIONS` entry, in order; 'not run yet' rows when the file or a setting is missing."
     src = f'run_nskgqa ({path})'
     if not Path(path).exists():
-        return [ablation_row(src, 'NS-KGQA', what, base, setting, note=f'not run yet: {path} does not exist') for setting, base, what in NSKGQA_ABLATIONS]
+        return [ablation_row(src, 'NS-KGQA', what, base, setting, note=f'not run yet: {path} does not exist')
+                for setting, base, what in NSKGQA_ABLATIONS]
     d = json.loads(Path(path).read_text())
     p, st = d.get('protocol', {}), d.get('settings', {})
-    data = f"MetaQA {p.get('split', '?')}, seeded sample ({p.get('n_per_hop', '?')} per hop; ComplEx-scored settings: first {p.get('n_kge', '?')})"
+    data = (f"MetaQA {p.get('split', '?')}, seeded sample ({p.get('n_per_hop', '?')} per hop; ComplEx-scored "
+            f"settings: first {p.get('n_kge', '?')})")
     model = f"NS-KGQA, no LLM ({p.get('embedding_model', '?')} relation matching)"
-    return [row for setting, base, what in NSKGQA_ABLATIONS for row in nskgqa_setting_rows(path, st, setting, base, what, data, model)]
+    return [row for setting, base, what in NSKGQA_ABLATIONS for row in nskgqa_setting_rows(path, st, setting, base,
+                                                                                           what, data, model)]
 
 # %% ../nbs/34_report.ipynb #723e2c7d
 DUAL_VARIANTS = [('single', 'single KGE (literals as nodes) instead of dual'),  # (variant key, what changes)
                  ('dual_features', 'dual KGE, literal features as initialisation'),
                  ('dual_encoder', 'dual KGE, learned feature encoder')]
-DUAL_METRICS = [('hits1', 'Hits@1 %'), ('mrr', 'MRR x100'), ('comparison_accuracy', 'comparison accuracy %')]  # (key, metric label)
+DUAL_METRICS = [('hits1', 'Hits@1 %'), ('mrr', 'MRR x100'), ('comparison_accuracy', 'comparison accuracy %')]  # (key,
+    # metric label)
 
 def dual_kge_ablation_rows(path: str | Path,  # bench_complex's metrics (outputs/bench_complex.json)
                           ) -> list[dict]:
@@ -451,21 +509,25 @@ def dual_kge_ablation_rows(path: str | Path,  # bench_complex's metrics (outputs
     a = json.loads(Path(path).read_text()).get('nations_literal_ablation') if exists else None
     if not a or 'dual_random' not in a:
         why = f'{path} does not exist' if not exists else 'no nations_literal_ablation with dual_random in it'
-        return [ablation_row(src, 'dual KGE', what, 'dual_random', v, note=f'not run yet: {why}') for v, what in DUAL_VARIANTS]
+        return [ablation_row(src, 'dual KGE', what, 'dual_random', v, note=f'not run yet: {why}')
+                for v, what in DUAL_VARIANTS]
     data = f"Nations, {a.get('folds', '?')} held-out literals (leave-one-out; {a.get('literals_treated_as', '')})"
     rows = []
     for v, what in DUAL_VARIANTS:
         if v not in a:
-            rows.append(ablation_row(src, 'dual KGE', what, 'dual_random', v, note=f'not run yet: {v} not in nations_literal_ablation', data=data))
+            rows.append(ablation_row(src, 'dual KGE', what, 'dual_random', v,
+                                     note=f'not run yet: {v} not in nations_literal_ablation', data=data))
             continue
         for key, metric in DUAL_METRICS:
             n = a[v].get('comparisons') if key == 'comparison_accuracy' else a.get('folds')
-            rows.append(ablation_row(src, 'dual KGE', what, 'dual_random', v, 'Nations', n, metric, round(100 * a['dual_random'][key], 2),
+            rows.append(ablation_row(src, 'dual KGE', what, 'dual_random', v, 'Nations', n, metric,
+                                     round(100 * a['dual_random'][key], 2),
                                      round(100 * a[v][key], 2), '', data, 'ComplEx + literal KGE (no LLM)', 'n/a'))
     return rows
 
 # %% ../nbs/34_report.ipynb #4b881f4a
-ABLATION_COLORS = {'CodeAlignKGQA': 'tab:blue', 'SymKGQA': 'tab:purple', 'NS-KGQA': 'tab:orange', 'dual KGE': 'tab:green'}
+ABLATION_COLORS = {'CodeAlignKGQA': 'tab:blue', 'SymKGQA': 'tab:purple', 'NS-KGQA': 'tab:orange',
+                   'dual KGE': 'tab:green'}
 
 def ablation_table(rows: list[dict],  # `ablation_row`s
                   ):
@@ -480,12 +542,14 @@ def ablation_chart(table,  # `ablation_table` output
     import matplotlib.pyplot as plt
     plotted = table[table['delta'].notna() & ~table['metric'].isin(['MRR x100'])]
     fig, ax = plt.subplots(figsize=(9, 0.26 * len(plotted) + 1.6))
-    labels = [f"{r.system}: {r.ablation} [{r.group}{'' if r.metric == 'Hits@1 %' else ', ' + r.metric}]" for r in plotted.itertuples()]
+    labels = [f"{r.system}: {r.ablation} [{r.group}{'' if r.metric == 'Hits@1 %' else ', ' + r.metric}]"
+              for r in plotted.itertuples()]
     ax.barh(range(len(plotted)), plotted['delta'], color=[ABLATION_COLORS.get(s, 'grey') for s in plotted['system']])
     ax.set_yticks(range(len(plotted)), labels, fontsize=7); ax.invert_yaxis(); ax.axvline(0, color='black', lw=0.8)
     ax.set_xlabel('ablation minus full configuration (percentage points; Hits@1 unless marked)')
     missing = table[table['delta'].isna()]
-    ax.set_title(f'Ablation deltas ({len(plotted)} bars; {len(missing)} rows without numbers, see ablations.md)', fontsize=9)
+    ax.set_title(f'Ablation deltas ({len(plotted)} bars; {len(missing)} rows without numbers, see ablations.md)',
+                 fontsize=9)
     fig.tight_layout(); fig.savefig(path, dpi=110); plt.close(fig)
     return fig
 
@@ -495,8 +559,10 @@ def ablation_summary(rows: list[dict],  # `ablation_row`s
                     ) -> dict:
     "The content of ablations.json: sources, data/model/linking labels, the rows and those without numbers."
     return dict(
-        about='Every ablation gathered by nbs/ablations.ipynb: delta = ablation minus full configuration, percentage points.',
-        sources={name: dict(path=str(s['path']), exists=Path(s['path']).exists(), **{k: v for k, v in s.items() if k != 'path'})
+        about='Every ablation gathered by nbs/ablations.ipynb: delta = ablation minus full configuration, percentage '
+              'points.',
+        sources={name: dict(path=str(s['path']), exists=Path(s['path']).exists(),
+                            **{k: v for k, v in s.items() if k != 'path'})
                  for name, s in sources.items()},
         data='MetaQA dev (pipelines, NS-KGQA); Nations literals (dual KGE): per row',
         model='per row (the pipelines: the model of their records; NS-KGQA and the KGE: no LLM)',
@@ -569,24 +635,28 @@ def read_constrained(d: dict) -> tuple[list[dict], dict]:
     rows = [{k: r.get(k) for k in keep} for r in demo.get('rows') or []]
     h = d.get('headline') or {}
     if h: rows.append({'config': 'headline: ' + str(h.get('config')), 'n': h.get('demo_n'),
-                       'accuracy': h.get('demo_accuracy'), 'ser': h.get('demo_ser'), 'seconds': h.get('seconds_per_question')})
+                       'accuracy': h.get('demo_accuracy'), 'ser': h.get('demo_ser'),
+                       'seconds': h.get('seconds_per_question')})
     return rows, dict(data=demo.get('data'), model=d.get('model'), linking=d.get('linking'))
 
 def read_constrained_elsewhere(d: dict) -> tuple[list[dict], dict]:
     "constrained.json beyond the demo benchmark: KQA Pro test SER, MetaQA Hits@1 of the constrained default, WebQSP."
     rows, k = [], d.get('kqapro_test') or {}
     if k:
-        rows.append({'data': 'KQA Pro test (generation only)', 'run': f"constrain={k.get('constrain')}", 'n': k.get('n'),
+        rows.append({'data': 'KQA Pro test (generation only)', 'run': f"constrain={k.get('constrain')}",
+                     'n': k.get('n'),
                      'SER / FER %': k.get('ser')})
         off = k.get('off_same_questions') or {}
         if off: rows.append({'data': 'KQA Pro test (generation only)', 'run': 'constrain=off, same questions',
                              'n': off.get('n'), 'SER / FER %': off.get('ser')})
     m = d.get('metaqa') or {}
     for ds, hits in (m.get('hits_at_1') or {}).items():
-        rows.append({'data': f'MetaQA dev {ds}', 'run': m.get('config'), 'n': m.get('questions') if ds == 'all' else None,
+        rows.append({'data': f'MetaQA dev {ds}', 'run': m.get('config'),
+                     'n': m.get('questions') if ds == 'all' else None,
                      'Hits@1 %': hits, 'SER / FER %': m.get('ser') if ds == 'all' else None})
     for r in d.get('webqsp') or []:
-        rows.append({'data': 'WebQSP test (generation only)', 'run': f"{r['system']}, constrain={r['constrain']}", 'n': r['n'],
+        rows.append({'data': 'WebQSP test (generation only)', 'run': f"{r['system']}, constrain={r['constrain']}",
+                     'n': r['n'],
                      'SER / FER %': r['error_rate'], 's/question': r['seconds']})
     return rows, dict(data='KQA Pro test, MetaQA dev, WebQSP test', model=d.get('model'), linking=d.get('linking'))
 
@@ -611,7 +681,8 @@ def like_for_like_rows(runs: list[dict],  # dicts: system, demonstrations, per_p
     for run in runs:
         by = hits_by_dataset(run['records'], ids) if 'records' in run else run['by_dataset']
         if by['all']['n'] != len(ids):
-            raise ExperimentError(f"{run['system']} ({run['demonstrations']}): {by['all']['n']} of {len(ids)} questions")
+            raise ExperimentError(
+                f"{run['system']} ({run['demonstrations']}): {by['all']['n']} of {len(ids)} questions")
         rows.append(dict(system=run['system'], demonstrations=run['demonstrations'], per_prompt=run['per_prompt'],
                          n=by['all']['n'], **{ds: f['hits_at_1'] for ds, f in by.items()}, source=run['source']))
     return rows

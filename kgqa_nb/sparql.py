@@ -153,8 +153,10 @@ def sexpr_to_sparql(sexpr,  # a valid S-expression over Freebase-style names (id
         agg, key = ('MAX' if head == 'ARGMAX' else 'MIN'), p.term(sexpr[2], 'attribute')
         n, n2, x2 = p.fresh(), p.fresh(), p.fresh()
         inner = p.of(sexpr[1], x2, (1,))  # the same set again, under its own variables
-        sub = ('{ SELECT (' + agg + f'({n2}) AS ?best) WHERE {{\n  ' + '\n  '.join(inner + [f'{x2} {key} {n2} .']) + '\n} }')
-        select, body = 'SELECT DISTINCT ?x', body + p.of(sexpr[1], '?x', (1,)) + [f'?x {key} {n} .', sub, f'FILTER ({n} = ?best)']
+        sub = ('{ SELECT (' + agg + f'({n2}) AS ?best) WHERE {{\n  '
+               + '\n  '.join(inner + [f'{x2} {key} {n2} .']) + '\n} }')
+        select, body = 'SELECT DISTINCT ?x', body + p.of(sexpr[1], '?x', (1,)) + [f'?x {key} {n} .', sub,
+                                                                                  f'FILTER ({n} = ?best)']
     else: select, body = 'SELECT DISTINCT ?x', body + p.of(sexpr, '?x')
     return sparql_prefixes(ns) + select + '\nWHERE {\n' + '\n'.join(body) + '\n}\n'
 
@@ -183,7 +185,8 @@ class RdflibStore(SparqlStore):
         except Exception as e:  # rdflib raises pyparsing and its own errors
             raise SparqlError(f'rdflib could not run the query ({type(e).__name__}: {e}):\n{query}') from None
         names = [str(v) for v in result.vars]
-        return [{n: t for n, t in ((n, _json_term(row[i])) for i, n in enumerate(names)) if t is not None} for row in result]
+        return [{n: t for n, t in ((n, _json_term(row[i])) for i, n in enumerate(names)) if t is not None}
+                for row in result]
 
     def __repr__(self) -> str: return f'RdflibStore({len(self.graph)} triples)'
 
@@ -205,7 +208,8 @@ class EndpointStore(SparqlStore):
             raise SparqlEndpointError(f'SPARQL endpoint {self.url} answered HTTP {e.code}: {detail}') from None
         except (urllib.error.URLError, OSError, ValueError) as e:
             raise SparqlEndpointError(f'SPARQL endpoint {self.url} is unreachable ({getattr(e, "reason", e)}); '
-                                      'is the server running, and is the URL its SPARQL path (e.g. http://host:8890/sparql)?') from None
+                                      'is the server running, and is the URL its SPARQL path (e.g. '
+                                      'http://host:8890/sparql)?') from None
         try: return json.loads(body)['results']['bindings']
         except (ValueError, KeyError, TypeError):
             raise SparqlEndpointError(f'SPARQL endpoint {self.url} did not answer in SPARQL JSON results format: '
@@ -220,14 +224,16 @@ def freebase_mini_graph():
     g.parse(package_data('freebase_mini.ttl'), format='turtle')
     return g
 
-def sparql_store(where=None,  # None: the shipped mini graph; an http(s) URL: an endpoint; a path: an RDF file; an rdflib Graph
+def sparql_store(where=None,  # None: the shipped mini graph; an http(s) URL: an endpoint; a path: an RDF file; an
+                              # rdflib Graph
                 ) -> SparqlStore:
     "A store for `where`."
     if where is None: return RdflibStore(freebase_mini_graph())
     if isinstance(where, str) and where.startswith(('http://', 'https://')): return EndpointStore(where)
     if isinstance(where, (str, Path)):
         import rdflib
-        if not Path(where).exists(): raise FileNotFoundError(f'{where}: no such RDF file (or pass an http(s) SPARQL endpoint URL)')
+        if not Path(where).exists():
+            raise FileNotFoundError(f'{where}: no such RDF file (or pass an http(s) SPARQL endpoint URL)')
         g = rdflib.Graph(); g.parse(str(where))
         return RdflibStore(g)
     return RdflibStore(where)

@@ -30,7 +30,8 @@ def webqsp_demo_records(path: str | Path | None = None) -> list[dict]:
     "The hand-converted WebQSP demonstrations: train_index, question, sexpr (parsed), names."
     path = Path(path) if path else package_data('webqsp_kbcoder_demos.json')
     try: records = json.loads(path.read_text(encoding='utf-8'))['demos']
-    except (OSError, ValueError, KeyError) as e: raise KGQAError(f"{path}: expected a JSON object with a 'demos' list ({e})") from None
+    except (OSError, ValueError, KeyError) as e:
+        raise KGQAError(f"{path}: expected a JSON object with a 'demos' list ({e})") from None
     out = []
     for k, r in enumerate(records):
         try: sexpr = read_sexpr(r['sexpr']); validate_sexpr(sexpr)
@@ -40,7 +41,8 @@ def webqsp_demo_records(path: str | Path | None = None) -> list[dict]:
 
 def webqsp_demos(path: str | Path | None = None) -> list[tuple[str, tuple]]:
     "(question, S-expression with names and no directions) pairs for a KB-Coder prompt."
-    return [(r['question'], strip_directions(rename_leaves(r['sexpr'], r.get('names', {})))) for r in webqsp_demo_records(path)]
+    return [(r['question'], strip_directions(rename_leaves(r['sexpr'], r.get('names', {}))))
+            for r in webqsp_demo_records(path)]
 
 _NS_RELATION = re.compile(r'ns:([a-z][a-z0-9_]*(?:\.[a-z0-9_]+){1,})')
 
@@ -50,7 +52,8 @@ def webqsp_relations(path: str | Path) -> list[str]:
     with open(path, encoding='utf-8') as f:
         for line in f:
             if line.strip():
-                counts.update(r for r in _NS_RELATION.findall(json.loads(line)['sparql_query']) if not r.startswith(('m.', 'g.')))
+                counts.update(r for r in _NS_RELATION.findall(json.loads(line)['sparql_query'])
+                              if not r.startswith(('m.', 'g.')))
     return [r for r, _ in counts.most_common()]
 
 class NameRetriever:
@@ -86,7 +89,8 @@ def webqsp_coder(backend: LLMBackend,  # the LLM
                  train_path: str | Path | None = None,  # the training SPARQL the relation names come from
                  grammar: str | None = None,  # GBNF the call sequences decode under (None: unconstrained)
                 ) -> KBCoder:
-    "KB-Coder for WebQSP generation: the hand-converted demonstrations and the related-relation hint from the training relations."
+    ("KB-Coder for WebQSP generation: the hand-converted demonstrations and the related-relation hint from the "
+     "training relations.")
     hint = None
     if n_relations:
         relations = NameRetriever(webqsp_relations(train_path or data_dir(WEBQSP_TRAIN)))
@@ -98,10 +102,12 @@ def webqsp_generation_record(coder: KBCoder,  # e.g. from `webqsp_coder`
                              idx: int,  # its line index in the test file
                              settings: dict,  # the run's settings, stored in the record (resuming compares them)
                             ) -> dict:
-    "One WebQSP question through KB-Coder's generation only (nothing is executed): its samples and whether all are format errors."
+    ("One WebQSP question through KB-Coder's generation only (nothing is executed): its samples and whether all are "
+     "format errors.")
     t0 = time.perf_counter()
     gens, _, rels = coder.generate(question['question'])
-    samples = [dict(text=c.text, ok=g.ok, error=g.error, message=g.message, sexpr=sexpr_to_text(g.sexpr) if g.ok else None,
+    samples = [dict(text=c.text, ok=g.ok, error=g.error, message=g.message,
+                    sexpr=sexpr_to_text(g.sexpr) if g.ok else None,
                     llm_seconds=c.seconds, cached=c.cached) for g, c in gens]
     return dict(settings=settings, idx=idx, question=question['question'], relations=rels, samples=samples,
                 format_error=not any(s['ok'] for s in samples), seconds=time.perf_counter() - t0,
@@ -109,12 +115,15 @@ def webqsp_generation_record(coder: KBCoder,  # e.g. from `webqsp_coder`
 
 def webqsp_kopl_demos(path: str | Path | None = None,  # the demonstrations file (default: the shipped one)
                      ) -> tuple[list[Demo], list[dict]]:
-    "The hand-converted WebQSP demonstrations as KoPL `Demo`s (names in place of ids, no linking lines), and those that do not convert, with why."
+    ("The hand-converted WebQSP demonstrations as KoPL `Demo`s (names in place of ids, no linking lines), and those "
+     "that do not convert, with why.")
     demos, dropped = [], []
     for r in webqsp_demo_records(path):
         try: program = sexpr_to_program(rename_leaves(r['sexpr'], r.get('names', {})))
         except KGQAError as e:
-            dropped.append(dict(train_index=r['train_index'], question=r['question'], reason=f'{type(e).__name__}: {e}')); continue
+            dropped.append(dict(train_index=r['train_index'], question=r['question'],
+                                reason=f'{type(e).__name__}: {e}'))
+            continue
         demos.append(Demo(r['question'], program, id=f"webqsp-train-{r['train_index']}"))
     return demos, dropped
 
@@ -126,12 +135,14 @@ def webqsp_codealign_record(backend: LLMBackend,  # the LLM
                             max_tokens: int = 200,  # generation limit (the pipeline's default)
                             grammar: str | None = None,  # GBNF the code decodes under (None: unconstrained)
                            ) -> dict:
-    "One WebQSP question through CodeAlignKGQA's generation and parser only (no linking, facts, grounding or execution); shaped like `webqsp_generation_record`."
+    ("One WebQSP question through CodeAlignKGQA's generation and parser only (no linking, facts, grounding or "
+     "execution); shaped like `webqsp_generation_record`.")
     t0 = time.perf_counter()
     parts = codealign_prompt(question['question'], (), (), (), demos=list(demos), include_facts=False)
     c = backend.complete(parts.text, Decoding(max_tokens=max_tokens, stop=parts.stop, grammar=grammar))
     res = parse_generation(c.text, 'codealign', parts.answer_start)
     sample = dict(text=c.text, ok=res.ok, error=res.issue.error if res.issue else None,
-                  message=res.issue.describe() if res.issue else None, program=res.program, llm_seconds=c.seconds, cached=c.cached)
+                  message=res.issue.describe() if res.issue else None, program=res.program, llm_seconds=c.seconds,
+                  cached=c.cached)
     return dict(settings=settings, idx=idx, question=question['question'], samples=[sample], format_error=not res.ok,
                 seconds=time.perf_counter() - t0, llm_seconds=c.seconds)
