@@ -356,7 +356,8 @@ def unique_loc(ix: KBIndex, e: int, rng: random.Random, executor: KoPLExecutor, 
               ) -> Loc | None:
     "A branch that locates exactly entity `e`: its name (probability `p_name`) or a description, narrowed by filters."
     if rng.random() < p_name and ix.nameable[e]: return name_loc(ix, e)
-    loc = rel_loc(ix, e, rng, hops=hops, executor=executor, avoid=avoid) if rng.random() < 0.75 else attr_loc(ix, e, rng, exclude=exclude)
+    loc = (rel_loc(ix, e, rng, hops=hops, executor=executor, avoid=avoid) if rng.random() < 0.75
+           else attr_loc(ix, e, rng, exclude=exclude))
     if loc is None: return name_loc(ix, e)
     used = {c[1] for c in loc.clauses if c[0] == 'attr'} | set(exclude)
     for _ in range(2):
@@ -877,8 +878,8 @@ class Choices:
             out = []
             for r in rows:
                 v = kg.value(vals, int(r))
-                if (v.type in ('year', 'date')) == (vtype in ('year', 'date')) and (v.type == vtype or vtype in ('year', 'date')) \
-                        and v.unit == unit:
+                if (v.type in ('year', 'date')) == (vtype in ('year', 'date')) \
+                        and (v.type == vtype or vtype in ('year', 'date')) and v.unit == unit:
                     out.append(str(v))
             self._values[sig] = list(dict.fromkeys(out))
         return self._values[sig]

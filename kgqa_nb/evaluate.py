@@ -250,6 +250,7 @@ def paired_comparison(reference: Sequence[dict],  # per-question records of the 
         n = len(pairs)
         rows.append(dict(data=name, n=n, reference=round(100 * sum(a[key] for a, _ in pairs) / n, 2),
                          other=round(100 * sum(b[key] for _, b in pairs) / n, 2), only_reference=only_ref,
-                         only_other=only_other, mcnemar_p=float(f'{mcnemar_exact(only_ref, only_other):.3g}')))  # significant digits: tiny p stays > 0
+                         # significant digits: tiny p stays > 0
+                         only_other=only_other, mcnemar_p=float(f'{mcnemar_exact(only_ref, only_other):.3g}')))
     return rows
 

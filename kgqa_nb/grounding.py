@@ -222,7 +222,8 @@ _ALIASES = {  # alias -> canonical name (lowercase keys)
     'u.s. dollar': 'United States dollar', 'eur': 'euro', '€': 'euro', 'gbp': 'pound sterling', '£': 'pound sterling',
     'british pound': 'pound sterling', 'yen': 'Japanese yen', 'jpy': 'Japanese yen', '¥': 'Japanese yen',
 }
-TEMPERATURES = {'degree Celsius': (1.0, 273.15), 'degree Fahrenheit': (5 / 9, 273.15 - 160 / 9), 'kelvin': (1.0, 0.0)}  # kelvin = a*x + b
+TEMPERATURES = {'degree Celsius': (1.0, 273.15), 'degree Fahrenheit': (5 / 9, 273.15 - 160 / 9),
+                'kelvin': (1.0, 0.0)}  # kelvin = a*x + b
 CURRENCIES = ('United States dollar', 'euro', 'pound sterling', 'Japanese yen')
 
 @lru_cache(maxsize=1)

@@ -184,12 +184,13 @@ class Compiler:
         return first + then
 
     def exists(self, shared: str, test: list[str]) -> list[str]:
-        """Keep the solutions for which `test` (sharing the variable `shared`) holds: with `lateral` a `LATERAL` sub-SELECT
-        with LIMIT 1; in plain SPARQL 1.1 a join with the `SELECT DISTINCT` of `shared` over `test` (not FILTER EXISTS:
-        Virtuoso 7 drops a FILTER EXISTS inside a sub-SELECT, and answers wrongly when one holds another)."""
+        """Keep the solutions for which `test` (sharing the variable `shared`) holds: with `lateral` a `LATERAL`
+        sub-SELECT with LIMIT 1; in plain SPARQL 1.1 a join with the `SELECT DISTINCT` of `shared` over `test` (not
+        FILTER EXISTS: Virtuoso 7 drops a FILTER EXISTS inside a sub-SELECT, and answers wrongly when one holds
+        another)."""
         if self.lateral:
-            return ['LATERAL {', f'  {{ SELECT {shared} WHERE {{'] + ['      ' + l for l in test] + ['  } LIMIT 1 }',
-                                                                                                     '}']
+            return (['LATERAL {', f'  {{ SELECT {shared} WHERE {{'] + ['      ' + l for l in test]
+                    + ['  } LIMIT 1 }', '}'])
         return _subselect(shared, test)
 
     def optional(self, lines: list[str]) -> list[str]:
@@ -226,15 +227,15 @@ class Compiler:
         return lines if (self.is_set(i) or not dedup) else _subselect(x, lines)
 
     def semijoin(self, i: int, x: str, own: list[str]) -> list[str]:
-        """`own` (patterns binding `x`) for the distinct entities of step i: a nested loop from them, or (with `lateral`,
-        for entities that may be very many) a test of each of `own`'s rows."""
+        """`own` (patterns binding `x`) for the distinct entities of step i: a nested loop from them, or (with
+        `lateral`, for entities that may be very many) a test of each of `own`'s rows."""
         if self.every(i): return own
         if not self.lateral or self.anchored(i) or self.is_set(i): return self.after(self.distinct(i, x), own)
         return own + self.exists(x, self.ents(i, x, dedup=False)[0])
 
     def ents(self, i: int, x: str, dedup: bool = True) -> tuple[list[str], tuple | None]:
-        """(patterns, fact) of step i's entities bound to `x`; the fact is ('attr', value var), ('rel', fact var) or None.
-        Without `dedup` the patterns need only hold for the right entities (they are tested with EXISTS)."""
+        """(patterns, fact) of step i's entities bound to `x`; the fact is ('attr', value var), ('rel', fact var) or
+        None. Without `dedup` the patterns need only hold for the right entities (they are tested with EXISTS)."""
         s, q = self.steps[i], self.q
         fn, args, deps = s.function, s.inputs, s.dependencies
         if self.every(i): return [f'{x} p:name {q.var("n")} .'], None

@@ -468,7 +468,9 @@ def _nop(self: SymbolicResolver, n: QNode, results: dict) -> NodeResult:
             ok = (text == str(n.value)) if num is None else (target is not None and _OPS[n.op](num, target))
             if ok: keep.append(e)
         ids = np.unique(np.asarray(keep, dtype=np.int64))
-        return NodeResult(ids, np.ones(len(ids)), note=f'{len(ids)} of {len(np.unique(src.ids))} satisfy {n.op} {n.value:g} {n.unit or ""}'.strip())
+        return NodeResult(ids, np.ones(len(ids)),
+                          note=(f'{len(ids)} of {len(np.unique(src.ids))} satisfy '
+                                f'{n.op} {n.value:g} {n.unit or ""}').strip())
     if n.op in ('max', 'min'):
         src = ins[0]
         if src.values is None or not src.values:
