@@ -1,15 +1,16 @@
 """The documentation site (`make docs`, scripts/build_docs.py) and README.md's source (nbs/index.ipynb).
 
 The site is `_docs/` when that build started after the last change to the notebooks, outputs/README.md, settings.ini
-and the build script (a fresh `make docs`); otherwise the test builds one into a temporary folder with `--no-examples` (the component notebooks'
-examples are not run: a few minutes instead of all the notebooks' run time). Checked on every page of the site, from
+and the build script (a fresh `make docs`); otherwise the test builds one into a temporary folder with `--no-examples`
+(the component notebooks' examples are not run: about 3 minutes on 2 cores instead of 4 to 5). Checked on every page of the site, from
 the files: a page for each notebook in nbs/ and for the results page, no local href/src that resolves to no file, no
 asset (script, stylesheet, image, font) loaded from the network. Then headless Chromium (Debian's `chromium`, driven
 by the PyPI package `playwright`) opens the home page, one component page and the results page from file://, and
 checks that no request fails, no <img> is missing (naturalWidth > 0), no local link resolves to no file and the
-console shows no error; it saves a screenshot of each page in `_docs/screenshots/` (git-ignored). Without Chromium (or
-playwright) the browser test skips with one reason; under CI (`CI=true`) that is a failure instead."""
-import ast, json, os, re, shutil, subprocess, sys
+console shows no error; it saves a screenshot of each page (and of its first figure, if it has one) in
+`_docs/screenshots/` (git-ignored). Without Chromium (or playwright) the browser test skips with one reason; under CI
+(`CI=true`) that is a failure instead."""
+import ast, json, re, shutil, subprocess, sys
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -159,7 +160,10 @@ def test_in_browser(site, page):
             pg.evaluate('window.scrollTo(0, 0)')
             pg.wait_for_timeout(500)  # the header's title settles after a scroll
             SHOTS.mkdir(parents=True, exist_ok=True)
-            pg.screenshot(path=str(SHOTS/(page.replace('/', '_').replace('.html', '.png'))))
+            shot = SHOTS/(page.replace('/', '_').replace('.html', '.png'))
+            pg.screenshot(path=str(shot))
+            if imgs:  # and the first figure, scrolled into view
+                pg.locator('article img').first.screenshot(path=str(shot.with_name(shot.stem + '_figure.png')))
         finally: browser.close()
     missing = [s for s, ok, w in imgs if not ok or w == 0]
     local = [unquote(urlparse(r).path) for r in refs if r.startswith('file:')]
