@@ -212,6 +212,7 @@ def name_loc(ix: KBIndex, e: int) -> Loc | None:
     "`Find(name)` for an entity whose name is unique, else None."
     return Loc([('Find', [ix.kg.names[e]])], name=ix.kg.names[e]) if ix.nameable[e] else None
 
+# %% ../nbs/09_benchgen.ipynb #53659dbc
 def _shift(v: Value, rng: random.Random, up: bool) -> Value:
     "A value of the same type on one side of `v` (for thresholds)."
     s = 1 if up else -1
@@ -258,6 +259,7 @@ def attr_clause(ix: KBIndex, e: int, rng: random.Random, exclude: set = frozense
     inputs = [a.key, value_text(t)] + ([] if fn == 'FilterStr' else [op])
     return (fn, inputs), ('attr', a.key, t, op)
 
+# %% ../nbs/09_benchgen.ipynb #32ca6eaf
 def has_qual_type(quals: dict, qual_type: str | None) -> bool:
     "Whether a fact's qualifiers include a value of this type (any value when `qual_type` is None)."
     return any(qual_type is None or v.type == qual_type for vs in quals.values() for v in vs)
@@ -280,6 +282,7 @@ def qual_clause(quals: dict, rng: random.Random, qual_type: str | None = None) -
         t = Value('date', date(t.value, 1, 1) if op == '<' else date(t.value, 12, 31))
     return (filter_function(t, 'QFilter'), [qk, value_text(t), op]), ('qual', qk, t, op)
 
+# %% ../nbs/09_benchgen.ipynb #acc6b2f8
 def pick_concept(ix: KBIndex, e: int, rng: random.Random) -> str | None:
     "A direct concept of `e`, or None."
     cs = ix.concepts(e)
@@ -307,6 +310,7 @@ def attr_loc(ix: KBIndex, e: int, rng: random.Random, with_qual: bool = False, e
         steps.append(qstep); clauses.append(qclause)
     return Loc(steps + [('FilterConcept', [c])], concept=c, clauses=clauses)
 
+# %% ../nbs/09_benchgen.ipynb #d9c5b32c
 def flip(direction: str) -> str: return 'backward' if direction == 'forward' else 'forward'
 
 def mirror_fact(ix: KBIndex, e: int, f: RelFact) -> RelFact | None:
@@ -340,6 +344,7 @@ def rel_loc(ix: KBIndex, e: int, rng: random.Random, with_qual: bool = False, ho
         steps.append(qstep); clauses.append(qclause)
     return Loc(steps + [('FilterConcept', [c])], concept=c, clauses=clauses)
 
+# %% ../nbs/09_benchgen.ipynb #56e971c3
 def program_of(steps: list) -> list[dict]:
     "A KQA Pro-format program (function, inputs, dependencies) from `(function, inputs)` steps."
     return program_from_lists([f for f, _ in steps], [list(i) for i in steps_inputs(steps)])
@@ -473,6 +478,7 @@ class Draft:
     kind: str  # 'entity' | 'value' | 'count' | 'boolean' | 'relation'
     must_choose: list = field(default_factory=list)  # names that belong among the choices (SelectBetween)
 
+# %% ../nbs/09_benchgen.ipynb #a95dd212
 class Templates:
     "The question templates, sampling over one KG."
     def __init__(self, ix: KBIndex, executor: KoPLExecutor, lexicon: Lexicon = DEFAULT_LEXICON):

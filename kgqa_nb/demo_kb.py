@@ -237,6 +237,7 @@ def _add_place_relations(b: KBBuilder, t: dict[str, list]):
         for x in countries: b.add_rel(slug, 'country', x)
         if mountain_range: b.add_rel(slug, 'mountain range', mountain_range)
 
+# %% ../nbs/08_demo_kb.ipynb #dc2d0d8a
 def _add_organisations(b: KBBuilder, t: dict[str, list]):
     for slug, name, inception, _, _ in t['universities']:
         b.add_entity(slug, name, ['university'])
@@ -256,6 +257,7 @@ def _add_organisation_relations(b: KBBuilder, t: dict[str, list]):
         if c.get('hq'): b.add_rel(c['slug'], 'headquarters location', c['hq'])
         if c.get('formed_in'): b.add_rel(c['slug'], 'location of formation', c['formed_in'])
 
+# %% ../nbs/08_demo_kb.ipynb #2d74a42d
 def _add_people(b: KBBuilder, t: dict[str, list]):
     qids = dict(t['people_qids'])
     for slug, name, sex, born, _, died, _, _, _, _, _ in t['people']:
@@ -276,6 +278,7 @@ def _add_people_relations(b: KBBuilder, t: dict[str, list]):
         if relation == 'spouse': b.add_symmetric(a, relation, c, period(start, end))
         else: b.add_rel(a, relation, c, period(start, end))
 
+# %% ../nbs/08_demo_kb.ipynb #777d9568
 def _add_works(b: KBBuilder, t: dict[str, list]):
     for f in t['films']:
         b.add_entity(f['slug'], f['name'], ['film'], f.get('qid'))

@@ -166,6 +166,7 @@ class Plan:
     function: str  # its function
     inputs: tuple = ()  # its textual inputs
 
+# %% ../nbs/30_kopl_sparql.ipynb #a6832006
 class Compiler:
     "Compiles a checked KoPL program into one SPARQL SELECT (see above)."
     def __init__(self, steps: list[Step],  # from `check_program`
@@ -378,6 +379,7 @@ class Compiler:
             return plan(self.semijoin(deps[0], '?x', quantity), 'select_among', '?v (STR(?num) AS ?number) ?unit ?name')
         raise AssertionError(f'no plan for {fn}')
 
+# %% ../nbs/30_kopl_sparql.ipynb #2a788f0c
 def compile_program(program: list[dict],  # KQA Pro format; dependencies optional
                     key_types: dict | None = None,  # key -> value type, for QueryAttrUnderCondition/QueryAttrQualifier
                     lateral: bool = False,  # LATERAL where Oxigraph needs it; plain SPARQL 1.1 otherwise
