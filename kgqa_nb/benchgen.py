@@ -142,20 +142,20 @@ class Lexicon:
 
     def merged(self, other: 'Lexicon') -> 'Lexicon':
         "This lexicon with `other`'s entries added (they win)."
-        return Lexicon(*[{**getattr(self, f), **getattr(other, f)} for f in ('relations', 'time_keys', 'comparatives',
-                                                                             'concepts')])
+        return Lexicon(*[{**getattr(self, f), **getattr(other, f)} for f in ('relations', 'time_keys',
+                                                                             'comparatives', 'concepts')])
 
 DEFAULT_LEXICON = Lexicon(
     relations={
         'director': {'backward': ['directed by {e}'], 'forward': ['who directed {e}']},
         'screenwriter': {'backward': ['written by {e}'], 'forward': ['who wrote {e}']},
-        'cast member': {'backward': ['starring {e}', 'featuring {e}'], 'forward': ['who starred in {e}',
-                                                                                   'who appeared in {e}']},
+        'cast member': {'backward': ['starring {e}', 'featuring {e}'],
+                        'forward': ['who starred in {e}', 'who appeared in {e}']},
         'tag': {'backward': ['tagged with {e}'], 'forward': ['that {e} is tagged with']},
         'performer': {'backward': ['performed by {e}'], 'forward': ['who performed {e}']},
         'place of birth': {'backward': ['born in {e}'], 'forward': ['where {e} was born']},
-        'award received': {'backward': ['who received {e}', 'that won {e}'], 'forward': ['that {e} received',
-                                                                                         'won by {e}']},
+        'award received': {'backward': ['who received {e}', 'that won {e}'],
+                           'forward': ['that {e} received', 'won by {e}']},
         'member of sports team': {'backward': ['who played for {e}'], 'forward': ['that {e} played for']},
         'country': {'backward': ['located in {e}'], 'forward': ['where {e} is located']},
         'country of citizenship': {'backward': ['who held citizenship of {e}'],
@@ -212,7 +212,7 @@ def name_loc(ix: KBIndex, e: int) -> Loc | None:
     "`Find(name)` for an entity whose name is unique, else None."
     return Loc([('Find', [ix.kg.names[e]])], name=ix.kg.names[e]) if ix.nameable[e] else None
 
-# %% ../nbs/09_benchgen.ipynb #53659dbc
+# %% ../nbs/09_benchgen.ipynb #5096bd18
 def _shift(v: Value, rng: random.Random, up: bool) -> Value:
     "A value of the same type on one side of `v` (for thresholds)."
     s = 1 if up else -1
@@ -259,7 +259,7 @@ def attr_clause(ix: KBIndex, e: int, rng: random.Random, exclude: set = frozense
     inputs = [a.key, value_text(t)] + ([] if fn == 'FilterStr' else [op])
     return (fn, inputs), ('attr', a.key, t, op)
 
-# %% ../nbs/09_benchgen.ipynb #32ca6eaf
+# %% ../nbs/09_benchgen.ipynb #7f5034ce
 def has_qual_type(quals: dict, qual_type: str | None) -> bool:
     "Whether a fact's qualifiers include a value of this type (any value when `qual_type` is None)."
     return any(qual_type is None or v.type == qual_type for vs in quals.values() for v in vs)
@@ -282,7 +282,7 @@ def qual_clause(quals: dict, rng: random.Random, qual_type: str | None = None) -
         t = Value('date', date(t.value, 1, 1) if op == '<' else date(t.value, 12, 31))
     return (filter_function(t, 'QFilter'), [qk, value_text(t), op]), ('qual', qk, t, op)
 
-# %% ../nbs/09_benchgen.ipynb #acc6b2f8
+# %% ../nbs/09_benchgen.ipynb #25a98d3b
 def pick_concept(ix: KBIndex, e: int, rng: random.Random) -> str | None:
     "A direct concept of `e`, or None."
     cs = ix.concepts(e)
@@ -310,7 +310,7 @@ def attr_loc(ix: KBIndex, e: int, rng: random.Random, with_qual: bool = False, e
         steps.append(qstep); clauses.append(qclause)
     return Loc(steps + [('FilterConcept', [c])], concept=c, clauses=clauses)
 
-# %% ../nbs/09_benchgen.ipynb #d9c5b32c
+# %% ../nbs/09_benchgen.ipynb #1cffcf69
 def flip(direction: str) -> str: return 'backward' if direction == 'forward' else 'forward'
 
 def mirror_fact(ix: KBIndex, e: int, f: RelFact) -> RelFact | None:
@@ -344,7 +344,7 @@ def rel_loc(ix: KBIndex, e: int, rng: random.Random, with_qual: bool = False, ho
         steps.append(qstep); clauses.append(qclause)
     return Loc(steps + [('FilterConcept', [c])], concept=c, clauses=clauses)
 
-# %% ../nbs/09_benchgen.ipynb #56e971c3
+# %% ../nbs/09_benchgen.ipynb #4d92f448
 def program_of(steps: list) -> list[dict]:
     "A KQA Pro-format program (function, inputs, dependencies) from `(function, inputs)` steps."
     return program_from_lists([f for f, _ in steps], [list(i) for i in steps_inputs(steps)])
@@ -478,7 +478,7 @@ class Draft:
     kind: str  # 'entity' | 'value' | 'count' | 'boolean' | 'relation'
     must_choose: list = field(default_factory=list)  # names that belong among the choices (SelectBetween)
 
-# %% ../nbs/09_benchgen.ipynb #a95dd212
+# %% ../nbs/09_benchgen.ipynb #20f249dd
 class Templates:
     "The question templates, sampling over one KG."
     def __init__(self, ix: KBIndex, executor: KoPLExecutor, lexicon: Lexicon = DEFAULT_LEXICON):
@@ -557,8 +557,8 @@ class Templates:
         q = r.choice(['How is {a} related to {b}?', 'What is the relation from {a} to {b}?',
                       'What is the connection between {a} and {b}?', 'In what way is {a} linked to {b}?'])
         q = q.replace('{a}', a).replace('{b}', b)
-        return self._draft(r, 'Multi-hop', 'query_relation', [('Find', [a])] + loc.steps + [('QueryRelation', [])], q,
-                           'relation')
+        return self._draft(r, 'Multi-hop', 'query_relation', [('Find', [a])] + loc.steps + [('QueryRelation', [])],
+                           q, 'relation')
 
     # ---- Qualifier ----
     def _named_fact_with_quals(self, rng: random.Random) -> tuple[int, AttrFact] | None:
@@ -622,8 +622,8 @@ class Templates:
         r = Renderer(rng, self.lex)
         d = r.mention(self.ix.kg.names[e])
         cond = f'in {r.value(qv)}' if qk == 'point in time' and rng.random() < 0.6 else \
-               r.choice(['when its {q} was {v}', 'with {q} {v}', '({q}: {v})']).replace('{q}', qk).replace('{v}',
-                                                                                                           r.value(qv))
+               r.choice(['when its {q} was {v}', 'with {q} {v}', '({q}: {v})']).replace('{q}', qk).replace(
+                   '{v}', r.value(qv))
         q = r.choice(['What was the {k} of {d} {c}?', 'Tell me the {k} of {d} {c}.', '{c}, what was the {k} of {d}?'
                       if cond.startswith('in ') else 'What {k} did {d} have {c}?'])
         q = q.replace('{k}', a.key).replace('{d}', d).replace('{c}', cond)
@@ -635,21 +635,18 @@ class Templates:
         if not kinds: return None
         kind, t = rng.choice(kinds)  # spread over QFilterStr/Num/Year/Date
         e = self.ix.pick(rng, f'qual_{kind}_{t}')
-        loc = rel_loc(self.ix, e, rng, with_qual=True, qual_type=t) if kind == 'rel' else attr_loc(self.ix, e, rng,
-                                                                                                   with_qual=True,
-                                                                                                   qual_type=t)
+        loc = (rel_loc(self.ix, e, rng, with_qual=True, qual_type=t) if kind == 'rel'
+               else attr_loc(self.ix, e, rng, with_qual=True, qual_type=t))
         if loc is None: return None
         r = Renderer(rng, self.lex)
         if rng.random() < 0.5:
             loc = self._narrow_to(loc, e, rng)
             if loc is None: return None
-            q = r.choice(['Which is the {d}?', 'What is the {d}?', 'Name the {d}.']).replace('{d}',
-                                                                                             r.describe(loc, 'bare'))
+            q = r.choice(['Which is the {d}?', 'What is the {d}?', 'Name the {d}.']).replace(
+                '{d}', r.describe(loc, 'bare'))
             return self._draft(r, 'Qualifier', 'qfilter_name', loc.steps + [('QueryName', [])], q, 'entity')
-        q = r.choice(['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.']).replace('{d}',
-                                                                                                          r.describe(
-                                                                                                              loc,
-                                                                                                              'plural'))
+        q = r.choice(['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.']).replace(
+            '{d}', r.describe(loc, 'plural'))
         return self._draft(r, 'Qualifier', 'qfilter_count', loc.steps + [('Count', [])], q, 'count')
 
     # ---- Comparison ----
@@ -670,8 +667,8 @@ class Templates:
         fa = rng.choice(facts)
         c = pick_concept(self.ix, a, rng)
         pool = self.ix.members(c) if c else []
-        others = [b for b in pool if b != a and self.ix.nameable[b]] or [int(b) for b in self.ix.pools['quantity']
-                                                                         if b != a and self.ix.nameable[b]]
+        others = ([b for b in pool if b != a and self.ix.nameable[b]]
+                  or [int(b) for b in self.ix.pools['quantity'] if b != a and self.ix.nameable[b]])
         rng.shuffle(others)
         for b in others[:20]:
             fb = [x for x in self._quantity_facts(b) if x.key == fa.key and x.value.unit == fa.value.unit
@@ -711,8 +708,8 @@ class Templates:
             sup = self.lex.comparatives[fa.key][2 if largest else 3]
             opts = ['Which {d} is the {s}?', 'Among the {p}, which is the {s}?', 'What is the {s} {d}?']
         else:
-            sup = r.choice(['largest', 'highest', 'greatest'] if largest else ['smallest', 'lowest',
-                                                                               'least']) + ' ' + fa.key
+            sup = r.choice(['largest', 'highest', 'greatest'] if largest
+                           else ['smallest', 'lowest', 'least']) + ' ' + fa.key
             opts = ['Which {d} has the {s}?', 'Among the {p}, which one has the {s}?', 'What {d} has the {s}?']
         t = r.choice(opts)
         d = r.describe(loc, 'plural' if '{p}' in t else 'bare')
@@ -1160,8 +1157,8 @@ def metaqa_as_kopl(kb_txt_path: str | Path,  # MetaQA's kb.txt
         genres = [c for c in ts if c.startswith('C')]
         roles = [cid[c] for c in ts if not c.startswith('C') and c != 'film']
         is_film = 'film' in ts
-        entities[eid[name]]['instanceOf'] = list(dict.fromkeys(genres + ([] if genres or not is_film
-                                                                         else ['C0']) + roles))
+        entities[eid[name]]['instanceOf'] = list(
+            dict.fromkeys(genres + ([] if genres or not is_film else ['C0']) + roles))
     return {'concepts': concepts, 'entities': entities}
 
 def metaqa_lexicon(kb: dict) -> Lexicon:

@@ -355,8 +355,8 @@ def train_complex(train_ids: np.ndarray,  # (n, 3) training triples
         hist.epoch_loss.append(total / len(q))
         done = epoch + 1
         post = {'loss': f'{hist.epoch_loss[-1]:.4f}'}
-        if valid_ids is not None and len(valid_ids) and cfg.eval_every and (done % cfg.eval_every == 0
-                                                                            or done == cfg.epochs):
+        if (valid_ids is not None and len(valid_ids) and cfg.eval_every
+            and (done % cfg.eval_every == 0 or done == cfg.epochs)):
             mrr = evaluate(model, valid_ids, answers).mrr
             hist.eval_epoch.append(done); hist.eval_mrr.append(mrr)
             if best is None or mrr > best['mrr']:

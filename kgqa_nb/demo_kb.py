@@ -237,7 +237,7 @@ def _add_place_relations(b: KBBuilder, t: dict[str, list]):
         for x in countries: b.add_rel(slug, 'country', x)
         if mountain_range: b.add_rel(slug, 'mountain range', mountain_range)
 
-# %% ../nbs/08_demo_kb.ipynb #dc2d0d8a
+# %% ../nbs/08_demo_kb.ipynb #685b6e90
 def _add_organisations(b: KBBuilder, t: dict[str, list]):
     for slug, name, inception, _, _ in t['universities']:
         b.add_entity(slug, name, ['university'])
@@ -257,7 +257,7 @@ def _add_organisation_relations(b: KBBuilder, t: dict[str, list]):
         if c.get('hq'): b.add_rel(c['slug'], 'headquarters location', c['hq'])
         if c.get('formed_in'): b.add_rel(c['slug'], 'location of formation', c['formed_in'])
 
-# %% ../nbs/08_demo_kb.ipynb #2d74a42d
+# %% ../nbs/08_demo_kb.ipynb #9f52a060
 def _add_people(b: KBBuilder, t: dict[str, list]):
     qids = dict(t['people_qids'])
     for slug, name, sex, born, _, died, _, _, _, _, _ in t['people']:
@@ -278,7 +278,7 @@ def _add_people_relations(b: KBBuilder, t: dict[str, list]):
         if relation == 'spouse': b.add_symmetric(a, relation, c, period(start, end))
         else: b.add_rel(a, relation, c, period(start, end))
 
-# %% ../nbs/08_demo_kb.ipynb #777d9568
+# %% ../nbs/08_demo_kb.ipynb #5a17f7a5
 def _add_works(b: KBBuilder, t: dict[str, list]):
     for f in t['films']:
         b.add_entity(f['slug'], f['name'], ['film'], f.get('qid'))
@@ -358,13 +358,13 @@ def kopl_kb_problems(kb: dict,  # a KB in the current KoPL JSON schema
     problems += [f'id {i!r} is both a concept and an entity' for i in set(concepts) & set(entities)]
     for cid, c in concepts.items():
         if not c.get('name'): problems.append(f'concepts[{cid!r}]: no name')
-        problems += [f'concepts[{cid!r}]: subclassOf {p!r} is not a concept' for p in c.get('subclassOf',
-                                                                                            []) if p not in concepts]
+        problems += [f'concepts[{cid!r}]: subclassOf {p!r} is not a concept' for p in c.get('subclassOf', [])
+                     if p not in concepts]
     kinds, units, directed = {}, {}, Counter()
     for eid, e in entities.items():
         if not e.get('name'): problems.append(f'entities[{eid!r}]: no name')
-        problems += [f'entities[{eid!r}]: instanceOf {c!r} is not a concept' for c in e.get('instanceOf',
-                                                                                            []) if c not in concepts]
+        problems += [f'entities[{eid!r}]: instanceOf {c!r} is not a concept' for c in e.get('instanceOf', [])
+                     if c not in concepts]
         for where, key, v in _fact_values(e):
             bad = value_problem(v)
             if bad: problems.append(f'entities[{eid!r}].{where} {key!r}: {bad}'); continue
@@ -377,8 +377,8 @@ def kopl_kb_problems(kb: dict,  # a KB in the current KoPL JSON schema
             if r.get('direction') not in ('forward', 'backward'):
                 problems.append(f'{where}: direction {r.get("direction")!r}')
             q = json.dumps(r.get('qualifiers', {}), sort_keys=True)
-            fact = (eid, r.get('relation'), r.get('object'),
-                    q) if r.get('direction') == 'forward' else (r.get('object'), r.get('relation'), eid, q)
+            fact = ((eid, r.get('relation'), r.get('object'), q) if r.get('direction') == 'forward'
+                    else (r.get('object'), r.get('relation'), eid, q))
             directed[fact] += 1 if r.get('direction') == 'forward' else -1
     problems += [f'key {k!r} mixes value kinds {sorted(ks)}' for k, ks in kinds.items() if len(ks) > 1]
     problems += [f'quantity key {k!r} mixes units {sorted(us)}' for k, us in units.items() if len(us) > 1]
@@ -426,8 +426,8 @@ def write_kopl_json(kb: dict,  # a KB in the current KoPL JSON schema
     def block(items: dict) -> str:
         return ',\n'.join(f'{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}' for k, v in items.items())
     path = Path(path)
-    path.write_text('{"concepts": {\n' + block(kb['concepts']) + '\n},\n"entities": {\n'
-                    + block(kb['entities']) + '\n}}\n', encoding='utf-8')
+    path.write_text('{"concepts": {\n' + block(kb['concepts']) + '\n},\n"entities": {\n' + block(kb['entities'])
+                    + '\n}}\n', encoding='utf-8')
     return path
 
 def demo_kb_path() -> Path:

@@ -162,9 +162,8 @@ def pool_counts(pool: DemoPool, by: str = 'function') -> dict[str, int]:
     "How many demos of the pool use each function (or have each relation path, by='path')."
     counts = defaultdict(int)
     for d in pool:
-        keys = ['/'.join(f'{r}:{dr[0]}'
-                         for r, dr in relation_path(d.program))] if by == 'path' else _groups_of({'program': d.program},
-                                                                                                 'function')
+        keys = ['/'.join(f'{r}:{dr[0]}' for r, dr in relation_path(d.program))] if by == 'path' else _groups_of(
+            {'program': d.program}, 'function')
         for k in keys: counts[k] += 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
@@ -308,8 +307,8 @@ class DemoIndex:
             step = min(client.get_max_batch_size(), 4000)
             for i in range(0, len(texts), step):
                 part = texts[i:i + step]
-                col.add(ids=[str(j) for j in range(i, i + len(part))], embeddings=self.embedder.encode(part,
-                                                                                                       progress=False),
+                col.add(ids=[str(j) for j in range(i, i + len(part))],
+                        embeddings=self.embedder.encode(part, progress=False),
                         documents=part, metadatas=[{'demo_id': d.id} for d in self.demos[i:i + len(part)]])
         self.build_seconds = time.perf_counter() - t0
         manifest = {'fingerprint': self.fingerprint, 'pool': self.name, 'model': self.embedder.model_name,
@@ -367,8 +366,8 @@ class DemoIndex:
         "Maximal marginal relevance: lam * score - (1 - lam) * max similarity to the demos already chosen."
         V, chosen, left = self.vectors['questions'], [], list(range(len(cands)))
         while left and len(chosen) < n:
-            red = (V[[cands[j] for j in left]] @ V[[cands[c]
-                                                    for c in chosen]].T).max(axis=1) if chosen else np.zeros(len(left))
+            red = ((V[[cands[j] for j in left]] @ V[[cands[c] for c in chosen]].T).max(axis=1) if chosen
+                   else np.zeros(len(left)))
             best = left[int(np.argmax(lam * scores[left] - (1 - lam) * red))]
             chosen.append(best); left.remove(best)
         return chosen

@@ -244,5 +244,5 @@ def gold_elements(program: list[dict]) -> dict[str, set]:
 
 def oracle_mentions(program: list[dict]) -> tuple[list[str], list[str]]:
     "E' and C' of oracle mode: the gold program's Find and FilterConcept inputs."
-    return list(dict.fromkeys(program_inputs(program, 'entity'))), list(dict.fromkeys(program_inputs(program,
-                                                                                                     'concept')))
+    return (list(dict.fromkeys(program_inputs(program, 'entity'))),
+            list(dict.fromkeys(program_inputs(program, 'concept'))))

@@ -261,8 +261,8 @@ def check_program(program: list[dict],  # KQA Pro format; `dependencies` optiona
         deps = _check_dependencies(i, fn, s.get('dependencies'), branch_ends)
         for want, d in zip(fn.inputs, deps):
             if not accepts(want, steps[d].output):
-                raise TypeMismatchError(f'expects {want} but step {d} ({steps[d].function}) gives {steps[d].output}',
-                                        i, fn.name)
+                raise TypeMismatchError(f'expects {want} but step {d} ({steps[d].function}) gives {steps[d].output}', i,
+                                        fn.name)
         used.update(deps)
         steps.append(Step(fn.name, inputs, deps, fn.output))
     if not allow_unused:

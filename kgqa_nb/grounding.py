@@ -468,8 +468,8 @@ class FuzzyIndex:
         for q in queries:
             nq = normal_form(q)
             if process is not None:
-                hits = [(names[i], round(s / 100, 6)) for _, s, i in process.extract(nq, normal,
-                                                                                     scorer=fuzz.ratio, limit=k)]
+                hits = [(names[i], round(s / 100, 6)) for _, s, i in process.extract(
+                    nq, normal, scorer=fuzz.ratio, limit=k)]
             else:
                 scored = sorted(((SequenceMatcher(None, nq, n).ratio(), -i) for i, n in enumerate(normal)),
                                 reverse=True)[:k]
@@ -664,8 +664,8 @@ class Grounder:
                 if a.default is None and a.collection is None:
                     d.how, d.note = 'failed', f'{d.mention!r} is no known {a.word} and there is no LLM to ask'
                 else:
-                    d.choice, d.how, d.note = a.default or d.candidates[
-                        0], 'top1', 'no LLM backend: the first candidate'
+                    d.choice, d.how, d.note = (a.default or d.candidates[0], 'top1',
+                                               'no LLM backend: the first candidate')
                 continue
             hit = self.cache.get(self._cache_key(a, question)) if self.cache is not None else None
             if hit is not None:
@@ -684,8 +684,8 @@ class Grounder:
             choice = parse_grounding_answer(c.text, d.candidates)
             if choice is not None: d.choice, d.how = choice, 'llm'
             else:
-                d.choice, d.how, d.note = a.default or d.candidates[
-                    0], 'top1', f'the LLM answered {c.text.strip()[:60]!r}, which is no candidate'
+                d.choice, d.how, d.note = (a.default or d.candidates[0], 'top1',
+                                           f'the LLM answered {c.text.strip()[:60]!r}, which is no candidate')
             if self.cache is not None: self.cache.put(self._cache_key(a, question), d)
 
     def _value_key(self, steps: list[dict], i: int, fn: KoPLFunction, p) -> tuple[str | None, bool]:
@@ -777,8 +777,8 @@ class Grounder:
         d.candidates, d.scores = [r[0] for r in best][:self.top_k], [float(r[2]) for r in best][:self.top_k]
         if len(best) == 1 or self.backend is None:
             d.choice, d.how = best[0][0], 'function'
-            d.note = 'the only best-fitting function' if len(
-                best) == 1 else 'no LLM backend: best fit, then the most similar name'
+            d.note = ('the only best-fitting function' if len(best) == 1
+                      else 'no LLM backend: best fit, then the most similar name')
         else: self._decide([_Ask(d, 'function')], question)
         d.function = d.choice or ''
         d.seconds = time.perf_counter() - t0  # LLM time included
@@ -819,9 +819,9 @@ class Grounder:
             if not fits or score == -99 or bad:
                 d, inputs = self.function_decision(s['function'], s['inputs'], question, i, deps, out_types,
                                                    branch_ends)
-                better = d.choice is not None and (not fits or score == -99 or fit_score(FUNCTIONS[d.choice], inputs,
-                                                                                         self.names,
-                                                                                         self.values)[1] < bad)
+                better = d.choice is not None and (not fits or score == -99
+                                                   or fit_score(FUNCTIONS[d.choice], inputs, self.names,
+                                                                self.values)[1] < bad)
                 if better:
                     decisions.append(d)
                     s['function'], s['inputs'], fn = d.choice, inputs, FUNCTIONS[d.choice]
@@ -876,8 +876,8 @@ def grounding_accuracy(pairs,  # iterable of (decisions, gold program) per quest
     for decisions, gold in pairs:
         for d in map(as_decision, decisions):
             if only_grounded and d.how in ('verbatim', 'kept'): continue
-            row = out.setdefault((groups or {}).get(d.kind, d.kind), {'n': 0, 'correct': 0, 'accuracy': None,
-                                                                      'unaligned': 0})
+            row = out.setdefault((groups or {}).get(d.kind, d.kind),
+                                 {'n': 0, 'correct': 0, 'accuracy': None, 'unaligned': 0})
             g = gold_input(d, gold)
             if g is None: row['unaligned'] += 1; continue
             row['n'] += 1; row['correct'] += d.choice == g

@@ -232,8 +232,8 @@ class Variant:
     def decodings(self, stop: tuple = ()) -> list[Decoding]:
         "One `Decoding` per sample."
         if self.samples == 1: return [Decoding(temperature=0.0, max_tokens=self.max_tokens, stop=stop)]
-        return [Decoding(temperature=self.temperature, max_tokens=self.max_tokens, stop=stop, seed=k)
-                for k in range(self.samples)]
+        return [Decoding(temperature=self.temperature, max_tokens=self.max_tokens, stop=stop, seed=k) for k in range(
+            self.samples)]
 
 def majority_vote(answer_lists: Sequence[list],  # one answer list per sample ([] for none)
                  ) -> tuple[list, int | None]:

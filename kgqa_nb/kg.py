@@ -367,8 +367,8 @@ KG.from_kopl_dict = staticmethod(from_kopl_dict)
 # %% ../nbs/01_kg.ipynb #0d20d3c7
 def to_old_schema(kb: dict) -> dict:
     "A copy of a current-schema KB dict in KQA Pro's older kb.json schema (for tests and exports)."
-    concepts = {cid: {'name': c['name'], 'instanceOf': c.get('subclassOf', [])} for cid, c in kb.get('concepts',
-                                                                                                     {}).items()}
+    concepts = {cid: {'name': c['name'], 'instanceOf': c.get('subclassOf', [])} for cid, c in kb.get(
+        'concepts', {}).items()}
     ents = {}
     for eid, e in kb['entities'].items():
         rels = [{'predicate': r['relation'], 'direction': r['direction'], 'object': r['object'],

@@ -166,7 +166,7 @@ class Plan:
     function: str  # its function
     inputs: tuple = ()  # its textual inputs
 
-# %% ../nbs/30_kopl_sparql.ipynb #a6832006
+# %% ../nbs/30_kopl_sparql.ipynb #52e10c01
 class Compiler:
     "Compiles a checked KoPL program into one SPARQL SELECT (see above)."
     def __init__(self, steps: list[Step],  # from `check_program`
@@ -256,14 +256,14 @@ class Compiler:
             t, w = self.target(i, args[1], VALUE_TYPES[fn]), q.var('q')
             kind, var = fact
             node = f'{var}_f' if kind == 'attr' else var  # an attribute fact is reached from its value node
-            test = ([f'{node} p:fact_t {var} .']
-                    if kind == 'attr' else []) + [f'{node} <{key_iri(args[0])}> {w} .'] + q.cond(w, t, op)
+            test = (([f'{node} p:fact_t {var} .'] if kind == 'attr' else []) + [f'{node} <{key_iri(args[0])}> {w} .']
+                    + q.cond(w, t, op))
             return lines + self.exists(var, test), fact
         if fn == 'Relate':
             s_, f = q.var('x'), q.var('f')
             there = 'p:fact_t' if args[1] == 'forward' else 'p:fact_h'
-            return self.semijoin(deps[0], s_, [f'{s_} <{stored_iri(args[0], args[1])}> {f} .',
-                                               f'{f} {there} {x} .']), ('rel', f)
+            return (self.semijoin(deps[0], s_, [f'{s_} <{stored_iri(args[0], args[1])}> {f} .', f'{f} {there} {x} .']),
+                    ('rel', f))
         if fn == 'And':
             a, b = deps
             if self.every(a) or self.every(b): return self.distinct(b if self.every(a) else a, x, dedup), None
@@ -379,7 +379,7 @@ class Compiler:
             return plan(self.semijoin(deps[0], '?x', quantity), 'select_among', '?v (STR(?num) AS ?number) ?unit ?name')
         raise AssertionError(f'no plan for {fn}')
 
-# %% ../nbs/30_kopl_sparql.ipynb #2a788f0c
+# %% ../nbs/30_kopl_sparql.ipynb #af73173c
 def compile_program(program: list[dict],  # KQA Pro format; dependencies optional
                     key_types: dict | None = None,  # key -> value type, for QueryAttrUnderCondition/QueryAttrQualifier
                     lateral: bool = False,  # LATERAL where Oxigraph needs it; plain SPARQL 1.1 otherwise

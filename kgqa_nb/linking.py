@@ -150,7 +150,7 @@ class _Candidate:
 
     def overlaps(self, other) -> bool: return self.start < other.end and other.start < self.end
 
-# %% ../nbs/15_linking.ipynb #e6ac64ea
+# %% ../nbs/15_linking.ipynb #f5a270b0
 class EntityLinker:
     ("Realistic entity and concept linking for KQA Pro-schema KBs: spaCy spans matched exactly, fuzzily, then by "
      "embedding.")

@@ -798,7 +798,7 @@ def captured_stderr():
             os.dup2(saved, 2); os.close(saved)
             tmp.seek(0); buf.write(tmp.read().decode('utf-8', 'replace'))
 
-# %% ../nbs/10_llm.ipynb #6db432a3
+# %% ../nbs/10_llm.ipynb #f397ccaf
 _GBNF_ERRORS = ('parse: error parsing grammar', 'invalid grammar', 'unsupported grammar', 'grammar does not contain')
 
 def gbnf_error_summary(log: str,  # what llama.cpp printed while parsing a grammar
@@ -808,7 +808,7 @@ def gbnf_error_summary(log: str,  # what llama.cpp printed while parsing a gramm
     lines = [l.strip() for l in log.splitlines() if l.strip().startswith(_GBNF_ERRORS)]
     return '; '.join(dict.fromkeys(l if len(l) <= width else l[:width] + '...' for l in lines))
 
-# %% ../nbs/10_llm.ipynb #480ddbc1
+# %% ../nbs/10_llm.ipynb #9ce25b84
 GRAMMAR_CACHE_SIZE = 8  # checked (gbnf) or compiled (llguidance) grammars a LlamaCppBackend keeps, per engine
 
 _OPEN_LOCAL_MODELS = weakref.WeakSet()  # LlamaCppBackends whose model is loaded and not closed yet
@@ -819,7 +819,7 @@ def close_local_models() -> None:
 
 atexit.register(close_local_models)  # once, when the module is imported
 
-# %% ../nbs/10_llm.ipynb #bd45d943
+# %% ../nbs/10_llm.ipynb #27bbbb20
 class LlamaCppBackend(LLMBackend):
     "A GGUF model run in-process by llama.cpp; reuses the KV cache of the previous prompt's prefix, reproducibly."
     can_constrain = True  # llama.cpp's GBNF sampler or llguidance

@@ -356,8 +356,8 @@ class Issue:
 
     def describe(self) -> str:
         "One line for a correction prompt (steps counted from 0, as in the messages)."
-        where = f'step {self.step}' + (f' ({self.function})' if self.function
-                                       else '') + ': ' if self.step is not None else ''
+        where = f'step {self.step}' + (f' ({self.function})'
+                                       if self.function else '') + ': ' if self.step is not None else ''
         tail = f' Expected {self.expected}; found {self.found}.' if self.expected or self.found else ''
         return f'{where}{self.message}.{tail}'
 
@@ -523,8 +523,8 @@ def random_text(rng: random.Random, kind: str = 'string') -> str:
     "A textual input of `kind`; free-text kinds mix plain words with awkward strings."
     if kind in _KIND_VALUES: return rng.choice(_KIND_VALUES[kind])
     if rng.random() < 0.4: return rng.choice(_AWKWARD)
-    return ' '.join(rng.choice(['area', 'Ireland', 'human', 'point in time', 'nominal GDP', 'x'])
-                    for _ in range(rng.randint(1, 3)))
+    return ' '.join(rng.choice(['area', 'Ireland', 'human', 'point in time', 'nominal GDP', 'x']) for _ in range(
+        rng.randint(1, 3)))
 
 def random_program(rng: random.Random,  # the random source
                    max_steps: int = 12,  # longest program

@@ -229,8 +229,8 @@ def codealign_prompt(question: str,  # the test question
     "The CodeAlignKGQA prompt, split into a fixed prefix and the question part."
     demos = list(DemoPool.manual_kqapro() if demos is None else demos)
     prefix = '\n\n'.join([CODEALIGN_INSTRUCTIONS + codealign_stubs(),
-                          *(codealign_demo(d, k, include_facts) for k, d in enumerate(demos,
-                                                                                      1))]) + '\n\n# Test question\n'
+                          *(codealign_demo(d, k, include_facts)
+                            for k, d in enumerate(demos, 1))]) + '\n\n# Test question\n'
     suffix = codealign_question_block(question, entities, concepts, facts,
                                       include_facts) + '\n' + CODEALIGN_ANSWER_START
     return PromptParts(prefix, suffix, CODEALIGN_ANSWER_START, ('\n# ', '\nquestion', '\n\n\n'))
@@ -247,8 +247,8 @@ Instructions:
 '''
 
 def _type_words(types) -> str:
-    return '(' + ', '.join(t.capitalize() for t in types) + ')' if len(types) > 1 else (types[0].capitalize() if types
-                                                                                        else 'None')
+    return ('(' + ', '.join(t.capitalize() for t in types) + ')' if len(types) > 1
+            else (types[0].capitalize() if types else 'None'))
 
 def function_info(fn: KoPLFunction) -> str:
     "The SymKGQA function information block of one registry entry."
@@ -283,13 +283,13 @@ def symkgqa_prompt(question: str,  # the test question
                   ) -> PromptParts:
     "The SymKGQA prompt, split into a fixed prefix and the question part."
     demos = list(DemoPool.manual_kqapro() if demos is None else demos)
-    blocks = [f'Training Example {k}:\n' + symkgqa_question_block(d.question, d.entities,
-                                                                  d.concepts) + symkgqa_steps(d.program)
+    blocks = [f'Training Example {k}:\n' + symkgqa_question_block(d.question, d.entities, d.concepts)
+              + symkgqa_steps(d.program)
               for k, d in enumerate(demos, 1)]
     prefix = (SYMKGQA_INSTRUCTIONS + '\nList of Functions:\n' + '\n'.join(function_info(f) for f in FUNCTIONS.values())
               + '\n\nTraining Examples:\n' + '\n\n'.join(blocks) + '\n\nTest Question:\n')
-    return PromptParts(prefix, symkgqa_question_block(question, entities, concepts), '', ('Done', '\nTraining Example',
-                                                                                          '\nQuestion:'))
+    return PromptParts(prefix, symkgqa_question_block(question, entities, concepts), '',
+                       ('Done', '\nTraining Example', '\nQuestion:'))
 
 # %% ../nbs/11_prompts.ipynb #6ec19d34
 KB_CODER_FUNCTIONS = '''"""
@@ -374,8 +374,8 @@ def kbcoder_prompt(question: str,  # the test question
     "The KB-Coder prompt, split into a fixed prefix and the question part."
     pairs = [(d.question, kopl_to_sexpr(d.program)) if isinstance(d, Demo) else d for d in demos]
     prefix = KB_CODER_FUNCTIONS + '\n' + '\n\n'.join(f'question = {q!r}\n{kbcoder_calls(s)}' for q, s in pairs) + '\n\n'
-    refs = ('# Some relations for reference are as follows:\n'
-            + '\n'.join(f'# {r}' for r in relations) + '\n') if relations else ''
+    refs = ('# Some relations for reference are as follows:\n' + '\n'.join(f'# {r}' for r in relations)
+            + '\n') if relations else ''
     return PromptParts(prefix, refs + f'question = {question!r}\n', '', ('\nquestion', '\n\n\n'))
 
 # %% ../nbs/11_prompts.ipynb #bb421274

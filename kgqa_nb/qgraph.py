@@ -202,8 +202,8 @@ class RelationMatcher:
         names = self.names[kind]
         if self.index is not None:
             return self.index.search_many(coll, texts, k=len(names) if len(names) <= 50 else max(k, 20))
-        sims = self.embedder.encode([element_text(t) for t in texts]) @ self.embedder.encode([element_text(n)
-                                                                                              for n in names]).T
+        sims = self.embedder.encode([element_text(t) for t in texts]) @ self.embedder.encode(
+            [element_text(n) for n in names]).T
         return [[(names[j], float(row[j])) for j in np.argsort(-row)[:max(k, 20)]] for row in sims]
 
     def match_many(self, texts: list[str],  # relation texts
@@ -390,8 +390,8 @@ def answer_focus(parse: Parse) -> int | None:
     "The noun the question asks for: 'which genres', 'who is the director', 'what films'; None if there is none."
     toks = parse.tokens
     for t in toks:  # a noun with a wh-determiner: which genres, what films
-        if t.pos in ('NOUN', 'PROPN') and any(toks[c].text.lower() in ('which', 'what', 'whose')
-                                              and toks[c].dep in ('det', 'attr', 'nsubj')
+        if t.pos in ('NOUN', 'PROPN') and any(toks[c].text.lower() in ('which', 'what', 'whose') and toks[c].dep in (
+            'det', 'attr', 'nsubj')
                                               for c in parse.children(t.i)):
             return t.i
     for t in toks:  # who is the director of X / what are the genres of ...
@@ -448,9 +448,8 @@ def _fallback_mention(parse, matcher, toks, cands, texts, k, focus) -> list[Ment
     "The best-scoring word when none reached the threshold; prepositions of a copula count here ('are about [X]')."
     extra = [t.i for t in parse.tokens if t.pos == 'ADP' and parse.tokens[t.head].lemma == 'be']
     extra_c = matcher.match_many([parse.tokens[i].text.lower() for i in extra], k=k)
-    pool = [(i, cands[ts[0]]) for i, ts in zip(toks, texts) if cands.get(ts[0])] + [(i, c)
-                                                                                    for i, c in zip(extra, extra_c)
-                                                                                    if c]
+    pool = ([(i, cands[ts[0]]) for i, ts in zip(toks, texts) if cands.get(ts[0])]
+            + [(i, c) for i, c in zip(extra, extra_c) if c])
     if not pool: return []
     i, ranked = max(pool, key=lambda x: x[1][0].score)
     return [Mention(i, parse.tokens[i].text.lower(), 'relation', ranked, score=ranked[0].score, focus=i == focus)]
@@ -504,8 +503,8 @@ class QGraph:
             if i in seen: return
             seen.add(i)
             n = self.nodes[i]
-            for j in n.inputs + ([n.target] if n.target is not None else []) + ([n.constraint]
-                                                                                if n.constraint is not None else []):
+            for j in n.inputs + ([n.target] if n.target is not None else []) + (
+                [n.constraint] if n.constraint is not None else []):
                 visit(j)
             out.append(n)
         if self.answer >= 0: visit(self.answer)
@@ -616,8 +615,8 @@ def concept_run(parse: Parse, c: Mention, mentions: list[Mention], runs: list[li
                 marked: Marked) -> int | None:
     "The run whose output concept mention `c` describes, or None (it describes the topic entity itself)."
     ent = parse.token_at(marked.entities[0][1]) if marked.entities else None
-    if ent is not None and (c.token in (ent - 1, ent - 2) and all(parse.tokens[j].pos in ('DET', 'NOUN')
-                                                                  for j in range(c.token, ent))
+    if ent is not None and (c.token in (ent - 1, ent - 2) and all(parse.tokens[j].pos in ('DET', 'NOUN') for j in range(
+        c.token, ent))
                             or parse.distance(ent, c.token) <= 1):
         return None  # 'the film [X]': the topic's own type
     run_of = {m.token: k for k, run in enumerate(runs) for m in run}

@@ -97,7 +97,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(int(self.headers.get('Content-Length') or 0))
         self.server.replay.handle(self, self.path, raw)
 
-# %% ../nbs/28_replay.ipynb #c2661439
+# %% ../nbs/28_replay.ipynb #880a18b3
 def _error(message: str, kind: str) -> dict: return {'error': {'message': message, 'type': kind, 'code': None}}
 
 def _response(kind: str, model: str, c: Completion) -> dict:
@@ -111,7 +111,7 @@ def _response(kind: str, model: str, c: Completion) -> dict:
     return dict(id=f'cmpl-{uuid.uuid4().hex}', object='text_completion', created=created, model=model,
                 choices=[dict(index=0, text=c.text, logprobs=None, finish_reason=finish)], usage=usage)
 
-# %% ../nbs/28_replay.ipynb #94b28e92
+# %% ../nbs/28_replay.ipynb #f274fcc4
 class ReplayServer:
     "An OpenAI-compatible server on 127.0.0.1 answering from a response cache or a script, with latency, slots, faults."
     def __init__(self, answers: Callable[[str], str] | dict | Sequence[str] | None = None,  # a `FakeBackend` script

@@ -168,8 +168,8 @@ def read_facts(d: dict) -> tuple[list[dict], dict]:
 
 def read_bench_complex(d: dict) -> tuple[list[dict], dict]:
     rows = [{**{k: r.get(k) for k in ('dataset', 'system', 'mrr', 'hits1', 'hits10', 'seconds')},
-             'system': r.get('system', '') + (f" ({r['setting']})" if r.get('setting') else '')}
-            for r in d.get('link_prediction') or []]
+             'system': r.get('system', '') + (f" ({r['setting']})" if r.get('setting') else '')} for r in d.get(
+                 'link_prediction') or []]
     if isinstance(d.get('metaqa'), dict):
         m = d['metaqa']
         rows.append({'dataset': 'MetaQA KB', 'system': 'kgqa_nb', 'mrr': m.get('mrr'), 'hits1': m.get('hits1'),
@@ -237,8 +237,8 @@ def read_webqsp_fer(d: dict) -> tuple[list[dict], dict]:
     "run_kbcoder's outputs/webqsp_fer.json: FER per variant (generation only)."
     rows = [{'variant': name, 'n': (run.get('summary') or {}).get('n'),
              'FER %': (run.get('summary') or {}).get('fer_percent'),
-             '95% CI': (run.get('summary') or {}).get('fer_ci95'),
-             'sample FER %': (run.get('summary') or {}).get('sample_fer_percent'),
+             '95% CI': (run.get('summary') or {}).get('fer_ci95'), 'sample FER %': (run.get('summary') or {}).get(
+                 'sample_fer_percent'),
              'answers scored': 'no (no Freebase)'} for name, run in (d.get('runs') or {}).items()]
     return rows, dict(data='WebQSP test, seeded sample (generation only: answers cannot be scored)',
                       model=_model_of(d.get('runs') or {}),
@@ -269,8 +269,8 @@ REPORT_SECTIONS = [
      ['constrained/accuracy_ser.png']),
     ('constrained.json', 'Grammar-constrained generation: KQA Pro test, MetaQA, WebQSP (constrained)',
      lambda d: read_constrained_elsewhere(d), []),
-    ('run_kqapro/metrics.json', 'KQA Pro: the main job (run_kqapro)', read_run, ['run_kqapro/by_category.png',
-                                                                                 'run_kqapro/latency.png']),
+    ('run_kqapro/metrics.json', 'KQA Pro: the main job (run_kqapro)', read_run,
+     ['run_kqapro/by_category.png', 'run_kqapro/latency.png']),
     ('constrained/metaqa_quoting/metrics.json', 'MetaQA run (run_metaqa, its default: no facts, KG-level grammar)',
      read_run,
      ['constrained/metaqa_quoting/by_hop.png', 'constrained/metaqa_quoting/latency.png']),
@@ -372,8 +372,8 @@ def ablation_row(source: str,  # where the numbers come from: the producing note
                 ) -> dict:
     ("One ablation table row (keys: `ABLATION_COLUMNS`); delta is ablation minus full, in points, when both numbers "
      "exist.")
-    delta = round(value - full_value, 2) if isinstance(value, (int, float)) and isinstance(full_value,
-                                                                                           (int, float)) else None
+    delta = round(value - full_value, 2) if isinstance(value, (int, float)) and isinstance(
+        full_value, (int, float)) else None
     return dict(source=source, system=system, ablation=ablation, full=full, config=config, group=group, n=n,
                 metric=metric,
                 full_value=full_value, value=value, delta=delta, note=note, data=data, model=model, linking=linking)
@@ -492,8 +492,8 @@ def nskgqa_ablation_rows(path: str | Path,  # run_nskgqa's metrics (outputs/meta
     data = (f"MetaQA {p.get('split', '?')}, seeded sample ({p.get('n_per_hop', '?')} per hop; ComplEx-scored "
             f"settings: first {p.get('n_kge', '?')})")
     model = f"NS-KGQA, no LLM ({p.get('embedding_model', '?')} relation matching)"
-    return [row for setting, base, what in NSKGQA_ABLATIONS for row in nskgqa_setting_rows(path, st, setting, base,
-                                                                                           what, data, model)]
+    return [row for setting, base, what in NSKGQA_ABLATIONS for row in nskgqa_setting_rows(
+        path, st, setting, base, what, data, model)]
 
 # %% ../nbs/34_report.ipynb #723e2c7d
 DUAL_VARIANTS = [('single', 'single KGE (literals as nodes) instead of dual'),  # (variant key, what changes)

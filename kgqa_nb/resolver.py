@@ -102,8 +102,8 @@ def sympy_unit(name: str):
     power = 1
     for word, p in (('square ', 2), ('cubic ', 3)):
         if s.startswith(word): s, power = s[len(word):], p
-    base = _UNIT_WORDS.get(s) or _UNIT_WORDS.get(s[:-1] if s.endswith('s') else s) or (_UNIT_WORDS.get(s[:-2])
-                                                                                       if s.endswith('es') else None)
+    base = (_UNIT_WORDS.get(s) or _UNIT_WORDS.get(s[:-1] if s.endswith('s') else s)
+            or (_UNIT_WORDS.get(s[:-2]) if s.endswith('es') else None))
     if base is None: return None
     return getattr(u, base) ** power
 
@@ -201,9 +201,8 @@ class Resolution:
             else: items = [names[j] for j in r.ids[np.argsort(-r.weights, kind='stable')][:sample]]
             n = len(r.values) if r.values is not None else len(r.ids)
             how = ' > '.join(f'{c}({d[0]})' for c, d in r.chosen)
-            out[i] = (f'{how}: ' if how else '') + f'{n} item{"s" * (n != 1)} ' + ', '.join(items) + (' ...'
-                                                                                                      if n > sample
-                                                                                                      else '')
+            out[i] = ((f'{how}: ' if how else '') + f'{n} item{"s" * (n != 1)} ' + ', '.join(items)
+                      + (' ...' if n > sample else ''))
         return out
 
 # %% ../nbs/22_resolver.ipynb #06e99cb2
@@ -242,9 +241,8 @@ class SymbolicResolver:
         self.view, self.cfg, self.kge = view, config, kge
 
     # ---- one hop ----
-    def hop(self, ids: np.ndarray, w: np.ndarray, relation: int, direction: int, topic: np.ndarray) -> tuple[np.ndarray,
-                                                                                                             np.ndarray,
-                                                                                                             float]:
+    def hop(self, ids: np.ndarray, w: np.ndarray, relation: int, direction: int, topic: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray, float]:
         "One hop from a weighted set: (ids, weights, confidence); empty when nothing is reached."
         mode = self.cfg.scoring
         conf = 1.0
@@ -316,8 +314,8 @@ def _resolve_chain(self: SymbolicResolver, chain: list[QNode], ids: np.ndarray, 
                         if keep.any(): nid, nw = nid[keep], nw[keep]
                         elif not (len(mids) > 1 and np.isin(mids[0], members).any()): continue  # 'co-wrote movies
                             # with': the middle
-                    bonus = self.cfg.confidence_weight * conf / len(
-                        rels) if self.cfg.scoring == 'kge' else 0.01 * conf / len(rels)
+                    bonus = (self.cfg.confidence_weight * conf / len(rels) if self.cfg.scoring == 'kge'
+                             else 0.01 * conf / len(rels))
                     nxt.append(_State(nid, nw, st.score + sim - self.cfg.hop_penalty * off + bonus, st.chosen + [ch],
                                       st.results + [(nid, nw)]))
         if not nxt: return None
@@ -389,8 +387,8 @@ def _chain_from(g: QGraph, first: QNode) -> list[QNode]:
 def _is_attribute(n: QNode) -> bool:
     return not n.fixed and bool(n.candidates) and all(c.kind == 'attribute' for c in n.candidates)
 
-def _chain(self: SymbolicResolver, g: QGraph, chain: list[QNode], results: dict,
-           topic: np.ndarray) -> tuple[list[NodeResult], str]:
+def _chain(self: SymbolicResolver, g: QGraph, chain: list[QNode], results: dict, topic: np.ndarray) -> tuple[
+    list[NodeResult], str]:
     src = results[chain[0].inputs[0]]
     cons = [self.view.members(g.nodes[c.constraint].label) if c.constraint is not None else None for c in chain]
     attempts = [(chain, cons, '')]
@@ -402,8 +400,8 @@ def _chain(self: SymbolicResolver, g: QGraph, chain: list[QNode], results: dict,
     for nodes, cs, note in attempts:
         best = _resolve_chain(self, nodes, src.ids, src.weights, topic, cs)
         if best is not None:
-            by_node = {nd.id: NodeResult(ids, w, chosen=ch, note=note) for nd, (ids, w), ch in zip(nodes, best.results,
-                                                                                                   best.chosen)}
+            by_node = {nd.id: NodeResult(ids, w, chosen=ch, note=note) for nd, (ids, w), ch in zip(
+                nodes, best.results, best.chosen)}
             return [by_node[c.id] for c in nodes], note
     empty = np.zeros(0, np.int64)
     return [NodeResult(empty, np.zeros(0), note='no relation path reaches anything')
@@ -432,9 +430,8 @@ def _known_target(self: SymbolicResolver, n: QNode, results: dict) -> NodeResult
 def _value_tuple(kg: KG, row: int) -> tuple:
     v = kg.attr_val
     t = int(v.vtype[row])
-    num = float(v.num[row]) if t == QUANTITY else float(v.year[row]) + (0.0 if t == YEAR
-                                                                        else (v.day[row] % 366) / 366) if t in (
-                                                                            DATE, YEAR) else None
+    num = (float(v.num[row]) if t == QUANTITY else float(v.year[row]) + (0.0 if t == YEAR else (v.day[row] % 366) / 366)
+           if t in (DATE, YEAR) else None)
     unit = kg.units.items[v.unit[row]] if t == QUANTITY else ('year' if t in (DATE, YEAR) else None)
     return (kg.format_values(v, np.asarray([row]))[0], num, unit)
 

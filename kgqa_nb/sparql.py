@@ -153,10 +153,10 @@ def sexpr_to_sparql(sexpr,  # a valid S-expression over Freebase-style names (id
         agg, key = ('MAX' if head == 'ARGMAX' else 'MIN'), p.term(sexpr[2], 'attribute')
         n, n2, x2 = p.fresh(), p.fresh(), p.fresh()
         inner = p.of(sexpr[1], x2, (1,))  # the same set again, under its own variables
-        sub = ('{ SELECT (' + agg + f'({n2}) AS ?best) WHERE {{\n  '
-               + '\n  '.join(inner + [f'{x2} {key} {n2} .']) + '\n} }')
-        select, body = 'SELECT DISTINCT ?x', body + p.of(sexpr[1], '?x', (1,)) + [f'?x {key} {n} .', sub,
-                                                                                  f'FILTER ({n} = ?best)']
+        sub = ('{ SELECT (' + agg + f'({n2}) AS ?best) WHERE {{\n  ' + '\n  '.join(inner + [f'{x2} {key} {n2} .'])
+               + '\n} }')
+        select, body = ('SELECT DISTINCT ?x', body + p.of(sexpr[1], '?x', (1,))
+                        + [f'?x {key} {n} .', sub, f'FILTER ({n} = ?best)'])
     else: select, body = 'SELECT DISTINCT ?x', body + p.of(sexpr, '?x')
     return sparql_prefixes(ns) + select + '\nWHERE {\n' + '\n'.join(body) + '\n}\n'
 

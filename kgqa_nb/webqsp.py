@@ -52,8 +52,8 @@ def webqsp_relations(path: str | Path) -> list[str]:
     with open(path, encoding='utf-8') as f:
         for line in f:
             if line.strip():
-                counts.update(r for r in _NS_RELATION.findall(json.loads(line)['sparql_query'])
-                              if not r.startswith(('m.', 'g.')))
+                counts.update(r for r in _NS_RELATION.findall(json.loads(line)['sparql_query']) if not r.startswith(
+                    ('m.', 'g.')))
     return [r for r, _ in counts.most_common()]
 
 class NameRetriever:
