@@ -149,6 +149,7 @@ def read_generation_ser(d: dict) -> tuple[list[dict], dict]:
     return rows, dict(data='KQA Pro test questions (official, generation only) + MetaQA dev', model=d.get('model'),
                       linking='realistic: MetaQA bracketed topic; KQA Pro questions without entity lines')
 
+# %% ../nbs/34_report.ipynb #53ea4eee
 def read_bench_executor(d: dict) -> tuple[list[dict], dict]:
     rows = [{'engine': k, **{m: v.get(m) for m in ('programs_per_s', 'load_s', 'peak_rss_mb')}}
             for k, v in (d.get('results') or {}).items()]
@@ -194,6 +195,7 @@ def read_generic(d: dict) -> tuple[list[dict], dict]:
     labels = {k: d.get(k) or _get(d, 'parameters', k) for k in ('data', 'model', 'linking')}
     return rows[:40], labels
 
+# %% ../nbs/34_report.ipynb #92198105
 def _model_of(runs: dict) -> str:
     return ', '.join(sorted({str((r.get('settings') or {}).get('model')) for r in runs.values()})) or None
 
@@ -244,6 +246,7 @@ def read_webqsp_fer(d: dict) -> tuple[list[dict], dict]:
                       model=_model_of(d.get('runs') or {}),
                       linking='none (generation only)')
 
+# %% ../nbs/34_report.ipynb #2cec0ae3
 def read_run_webqsp(d: dict) -> tuple[list[dict], dict]:
     "run_webqsp's metrics.json: FER (KB-Coder) or SER (CodeAlignKGQA) and the commonest error types."
     s = d.get('summary') or {}

@@ -461,6 +461,7 @@ def t_relate_concept_count(ix, rng):
     return c and chain(('Find', [ix.name(e)]), ('Relate', [f['relation'], f['direction']]), ('FilterConcept', [c]),
                        ('Count', []))
 
+# %% ../nbs/07_synthkb.ipynb #8807af6a
 def t_queryattr(ix, rng):
     e, f = pick(rng, ix.attrs)
     return chain(('Find', [ix.name(e)]), ('QueryAttr', [f['key']]))
@@ -471,6 +472,7 @@ def t_filterstr_concept_what(ix, rng):
     return c and chain(('FindAll', []), ('FilterStr', [f['key'], f['value']['value']]), ('FilterConcept', [c]),
                        ('What', []))
 
+# %% ../nbs/07_synthkb.ipynb #b9673804
 def t_queryattr_qualifier(ix, rng):
     e, f = pick(rng, ix.attrs_with_qualifiers)
     qk, _ = some_qualifier(rng, f)
@@ -508,6 +510,7 @@ def t_filternum_qfilteryear_concept_what(ix, rng):
     return chain(('FindAll', []), ('FilterNum', [f['key'], value_text(f['value']), op]),
                  ('QFilterYear', [q[0], year_text(q[1]), '=']), ('FilterConcept', [c]), ('What', []))
 
+# %% ../nbs/07_synthkb.ipynb #eba9a077
 def t_select_between(ix, rng):
     e, f = pick(rng, ix.quantity)
     e2, _ = pick(rng, ix.quantity_by_key[f['key']])
@@ -520,6 +523,7 @@ def t_select_among(ix, rng):
     return c and chain(('FindAll', []), ('FilterConcept', [c]),
                        ('SelectAmong', [f['key'], str(rng.choice(['largest', 'smallest']))]))
 
+# %% ../nbs/07_synthkb.ipynb #ecf35730
 def t_and_what(ix, rng):
     rels = ix.entities[pick(rng, ix.eids)]['relations']
     if len(rels) < 2: return None
@@ -539,6 +543,7 @@ def t_or_count(ix, rng):
                        ('FilterConcept', [c])],
                       'Or', [], ('Count', []))
 
+# %% ../nbs/07_synthkb.ipynb #b53433a5
 def t_concept_filternum_count(ix, rng):
     e, f = pick(rng, ix.quantity)
     c = pick(rng, ix.concepts_of(e))
@@ -555,6 +560,7 @@ def t_filterdate_concept_count(ix, rng):
     return c and chain(('FindAll', []), ('FilterDate', [f['key'], f['value']['value'], comparison(rng)]),
                        ('FilterConcept', [c]), ('Count', []))
 
+# %% ../nbs/07_synthkb.ipynb #56d9da9d
 def t_verify_num(ix, rng):
     e, f = pick(rng, ix.quantity)
     v = dict(f['value'], value=f['value']['value'] * float(rng.choice([1, 1, 0.5, 2])))
