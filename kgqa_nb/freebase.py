@@ -174,6 +174,7 @@ class FreebasePlan:
     anchors: dict  # Find name -> its ids
     unresolved: list  # Find names no entity has
 
+# %% ../nbs/32_freebase.ipynb #60113100
 class _FreebaseCompiler:
     def __init__(self, steps: list[Step], anchors: dict):
         self.steps, self.anchors, self.n = steps, anchors, 0
@@ -252,6 +253,7 @@ class _FreebaseCompiler:
         if fn in UNSUPPORTED: self.fail(i, f'has no Freebase counterpart here ({UNSUPPORTED[fn]})')
         return 'entities', self.ents(i, '?x')
 
+# %% ../nbs/32_freebase.ipynb #cd59e24a
 def kopl_to_freebase(program: list[dict],  # a KoPL program (KQA Pro format) over Freebase names
                      names: FreebaseNames,  # resolves each Find
                      exclude_anchors: bool = True,  # WebQSP's rule: the entities a program starts from are no answer

@@ -284,6 +284,7 @@ class KBCoderResult:
         "Plain JSON-ready form."
         return asdict(self)
 
+# %% ../nbs/27_kbcoder.ipynb #a7749df9
 END_OF_CALLS = ('\n\n',)  # a blank line ends a call sequence (demonstrations never contain one): stop generating there
 
 def _demo_id(d, k: int) -> str: return d.id if isinstance(d, Demo) else f'pair-{k}'

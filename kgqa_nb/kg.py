@@ -448,6 +448,7 @@ def _unit_names(self) -> list[str]:
     "Every unit a quantity of the KG has ('1': none), in first-seen order."
     return list(self.units.items)
 
+# %% ../nbs/01_kg.ipynb #78ae9c74
 def _start_nodes(self, name: str,  # an entity or concept name
                  concept: bool,  # True: `name` is a concept, start from its members
                 ) -> np.ndarray:
@@ -493,6 +494,7 @@ def _item_schema(self, name: str,  # an entity (or concept) name
         for j in range(self.attr_ptr[i], self.attr_ptr[i + 1]): out.add(('key', self.keys.items[self.attr_key[j]]))
     return out
 
+# %% ../nbs/01_kg.ipynb #fce33754
 def _key_values(self, key: str, qualifier: bool) -> tuple[ValueArrays, np.ndarray]:
     "(value table, rows) of the attribute (or qualifier) values under `key`, in row order."
     if not qualifier: return self.attr_val, self.attr_rows(key)

@@ -135,6 +135,7 @@ def canonical_function(name: str) -> str | None:
     "The registry name for a function name in any case (`FILTERNUM`, `filterNum`, `WHAT`), or None."
     return _BY_CODE_NAME.get(name.upper()) if isinstance(name, str) else None
 
+# %% ../nbs/12_parse.ipynb #55aa6602
 _START = object()  # what a variable holds right after START()
 
 class _CodeReader:
@@ -205,6 +206,7 @@ class _CodeReader:
         self.vars[stmt.targets[0].id] = value
         return False
 
+# %% ../nbs/12_parse.ipynb #9d41e82e
 _EXPR_VAR = re.compile(r'^expression(_?\d+)?$', re.I)
 
 def _is_expression_assignment(stmt: ast.stmt) -> bool:
@@ -233,6 +235,7 @@ def read_codealign(text: str,  # generated text (prepend the prompt's `answer_st
                               'and are never used', reader.result + 1, reader.steps[reader.result + 1]['function'])
     return reader.steps
 
+# %% ../nbs/12_parse.ipynb #5cea604f
 def validate(program: list) -> list:
     ("`check_program`, plus: no step is read twice (KQA Pro programs are trees; the seed's stubs say two inputs must "
      "be different expressions).")
