@@ -260,6 +260,7 @@ MaxQueryExecutionTime = 0
 MaxQueryCostEstimationTime = 0
 '''
 
+# %% ../nbs/31_endpoints.ipynb #e4fe97a0
 def virtuoso_buffers(free_gb: float,  # memory the server may use, in GB
                     ) -> dict:
     "NumberOfBuffers and MaxDirtyBuffers as the table in Debian's virtuoso.ini sizes them for `free_gb` free."

@@ -97,6 +97,7 @@ class Grammar:
         "Whether the whole of `text` is in the grammar's language."
         return len(text) in _Matcher(self, text).ends(Ref(self.root), 0)
 
+# %% ../nbs/23_grammar.ipynb #2308a65d
 _GBNF_ESCAPES = {'"': '\\"', '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t'}
 
 def _esc(text: str, extra: str = '') -> str:
@@ -127,6 +128,7 @@ def _gbnf(e, inner: bool = False) -> str:
         return body + '{' + str(e.lo) + (',' + ('' if e.hi is None else str(e.hi)) if e.hi != e.lo else '') + '}'
     raise GrammarError(f'not a grammar expression: {e!r}')
 
+# %% ../nbs/23_grammar.ipynb #2ffe50a0
 def _char_set(c: Chars) -> tuple:
     "(set of single characters, list of (lo, hi) ranges) of a character class."
     singles, ranges, s, i = set(), [], c.chars, 0

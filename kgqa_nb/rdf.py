@@ -219,6 +219,7 @@ class _Writer:
                    f'<{KB_IRI}> {p["format_version"]} "{RDF_FORMAT_VERSION}"^^<{XSD_NS}integer> .\n')
         return ''.join(out)
 
+# %% ../nbs/29_rdf.ipynb #8a6e9275
 def ntriples(kg: KG,  # the KG to export
             ):
     "The N-Triples of `kg`, as a generator of text chunks (one item with its facts per chunk; vocabulary last)."

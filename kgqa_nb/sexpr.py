@@ -194,6 +194,7 @@ class KGConcepts:
     def __init__(self, kg): self.kg = kg
     def __contains__(self, name) -> bool: return any(self.kg.is_concept[i] for i in self.kg.find(name))
 
+# %% ../nbs/25_sexpr.ipynb #49e7b004
 class _ToKoPL:
     "Compiles an S-expression into KQA Pro steps (explicit dependencies), node by node."
     def __init__(self, concepts, key_types):
