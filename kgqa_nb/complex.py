@@ -439,8 +439,7 @@ class DualConfig:
     batch_size: int = 500  # queries (entity, key) per step
     lr: float = 1e-2  # Adam learning rate
     reg_weight: float = 5e-3  # N3 on the literal and key factors
-    init: str = 'random'  # 'random', 'features' (fixed projection of `literal_features`) or 'encoder' (learned
-                          # projection)
+    init: str = 'random'  # 'random', 'features' (fixed projection of `literal_features`) or 'encoder' (learned one)
     init_scale: float = 1e-3  # std of the initial literal and key embeddings
     seed: int = 0  # seed of the initial embeddings and of the shuffling
     progress: bool = True  # show a tqdm bar

@@ -413,8 +413,7 @@ class DemoIndex:
     def scored_by_skeleton(self, program: list[dict],  # a (generated, possibly invalid) program
                            n: int,  # how many demos
                            exclude=(),  # ids or question texts to leave out
-                           question: str | None = None,  # breaks ties between equal skeletons (and is never its own
-                                                         # demo)
+                           question: str | None = None,  # breaks ties between equal skeletons; never its own demo
                            entities=(),  # the question's linked entities (for that tie-break)
                            concepts=(),  # its linked concepts
                           ) -> list[ScoredDemo]:

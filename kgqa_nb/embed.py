@@ -94,8 +94,7 @@ class VectorCache:
 class Embedder:
     "Normalised sentence embeddings with an in-memory and on-disk cache keyed by (model, text)."
     def __init__(self, model: str = DEFAULT_MODEL,  # sentence-transformers model (see `load_model`)
-                 cache: str | Path | None = None,  # the SQLite cache file; default
-                                                   # cache_dir('embeddings')/<model>.sqlite
+                 cache: str | Path | None = None,  # SQLite cache file (default: cache_dir('embeddings')/<model>.sqlite)
                  batch_size: int = 128,  # texts per model call
                 ):
         self.model_name, self.batch_size = model, batch_size

@@ -232,8 +232,7 @@ def mcnemar_exact(only_a: int,  # questions only the first system answers
     tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2 ** n
     return min(1.0, 2 * tail)
 
-def paired_comparison(reference: Sequence[dict],  # per-question records of the reference system: `id`, `dataset`, `hit`
-                                                  # (0/1)
+def paired_comparison(reference: Sequence[dict],  # reference system's per-question records (`id`, `dataset`, `hit` 0/1)
                       other: Sequence[dict],  # the other system's records, same keys
                       key: str = 'hit',  # the per-question score compared
                      ) -> list[dict]:

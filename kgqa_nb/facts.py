@@ -171,8 +171,7 @@ class FactsExtractor:
     "Question-specific facts extraction over one KG (CodeAlignKGQA, Section 3.2)."
     def __init__(self, kg,  # a `kgqa_nb.kg.KG`, or an endpoint's `kgqa_nb.remote_kg.EndpointKG`
                  embedder: Embedder | None = None,  # default `Embedder()` (all-MiniLM-L6-v2)
-                 theta: float = 0.5,  # keep an element whose best n-gram similarity reaches theta (the seed's MetaQA
-                                      # value)
+                 theta: float = 0.5,  # keep an element whose best n-gram similarity reaches theta (seed's MetaQA value)
                  hops: int = 1,  # BFS depth from E' and C' (the seed's facts are one hop from them)
                  max_n: int | None = None,  # longest n-gram; default the longest relation/key name in words
                  max_nodes: int = 2000,  # nodes expanded per BFS level and path (a seeded sample above that)

@@ -53,8 +53,8 @@ class GroundingError(KGQAError, ValueError):
 @dataclass
 class Decision:
     "How one textual input (or one function name) of a generated program was grounded."
-    kind: str  # 'entity', 'concept', 'relation', 'attribute', 'qualifier', 'operator', 'direction', 'quantity', 'year',
-               # 'date', 'string', 'function'
+    kind: str  # 'entity', 'concept', 'relation', 'attribute', 'qualifier', 'operator', 'direction', ...
+               # ... 'quantity', 'year', 'date', 'string', 'function'
     mention: str  # the text as generated
     choice: str | None  # the text the program now holds (None: nothing chosen, the input is left as generated)
     candidates: list[str]  # what it was chosen from: retrieved items, allowed operators, KG units, fitting functions
@@ -599,8 +599,8 @@ class Grounder:
                  index,  # a `kgqa_nb.embed.KGIndex` (or anything with its `search_many`, e.g. `FuzzyIndex`)
                  backend=None,  # an `LLMBackend` that chooses among candidates; None: take the top-1 candidate
                  top_k: int = 10,  # candidates retrieved per mention
-                 cache_path: str | Path | None = None,  # the decision cache; default
-                                                        # cache_dir('grounding')/decisions.sqlite
+                 cache_path: str | Path | None = None,  # the decision cache file (default: in cache_dir('grounding'))
+                                                        # default: cache_dir('grounding')/decisions.sqlite
                  use_cache: bool = True,  # read and write the decision cache
                  max_tokens: int = 48,  # longest LLM answer (one name)
                 ):
@@ -867,8 +867,7 @@ def gold_input(decision: Decision | dict, gold: list[dict]) -> str | None:
     return str(g['inputs'][d.position])
 
 def grounding_accuracy(pairs,  # iterable of (decisions, gold program) per question; decisions as `Decision`s or dicts
-                       groups: dict | None = None,  # kind -> group name (e.g. `TABLE7_GROUPS`); kinds not in it keep
-                                                    # their name
+                       groups: dict | None = None,  # kind -> group name (`TABLE7_GROUPS`); other kinds keep their name
                        only_grounded: bool = False,  # score only decisions that needed grounding (not verbatim / kept)
                       ) -> dict[str, dict]:
     "Per kind (or group): n aligned decisions, correct ones, accuracy (None when n = 0) and unaligned ones."

@@ -297,13 +297,11 @@ class KBCoder:
                  demos: Sequence = (),  # the fixed demonstrations: `Demo`s or (question, S-expression) pairs
                  demo_index=None,  # for '-R': an object with `by_question(question, n, entities=...)`
                  n_demos: int = 10,  # demonstrations retrieved per question ('-R')
-                 hint: Callable | None = None,  # question -> related relations to show; default: the linker's,
-                                                # `n_relations` of them
+                 hint: Callable | None = None,  # question -> relations to show (default: the linker's, `n_relations`)
                  n_relations: int = 1,  # related relations shown (0: none)
                  max_tries: int = 10000,  # candidate executions per sample
                  time_budget: float = 20.0,  # seconds of search per sample
-                 grammar: str | None = None,  # GBNF all samples decode under (`grammar.program_grammar('kbcoder',
-                                              # ...)`)
+                 grammar: str | None = None,  # GBNF samples decode under (`grammar.program_grammar('kbcoder', ...)`)
                 ):
         if variant.retrieval == 'R' and demo_index is None:
             raise KGQAError(f'{variant.name} needs a demo_index (e.g. kgqa_nb.demos.DemoIndex)')

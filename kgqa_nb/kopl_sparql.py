@@ -171,8 +171,7 @@ class Compiler:
     "Compiles a checked KoPL program into one SPARQL SELECT (see above)."
     def __init__(self, steps: list[Step],  # from `check_program`
                  key_types: dict | None = None,  # key -> value type (for QueryAttrUnderCondition, QueryAttrQualifier)
-                 lateral: bool = False,  # LATERAL after sub-SELECTs and for EXISTS (Oxigraph); plain SPARQL 1.1
-                                         # otherwise
+                 lateral: bool = False,  # LATERAL after sub-SELECTs and for EXISTS (Oxigraph); else plain SPARQL 1.1
                 ):
         self.steps, self.key_types, self.lateral, self.q = (steps, key_types, lateral,
                                                             _Query(group_optionals=not lateral))

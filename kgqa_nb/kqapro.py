@@ -18,8 +18,7 @@ __all__ = ['KQAPRO_NEEDED', 'resolve_kqapro_folder', 'record_category', 'kqapro_
 # %% ../nbs/35_kqapro.ipynb #cb77e7d0
 KQAPRO_NEEDED = ('kb.json', 'val.json')
 
-def resolve_kqapro_folder(data_dir: str | Path | None = None,  # the data folder (default `kgqa_nb.core.data_dir()`);
-                                                               # KQA Pro is read from `<data_dir>/kqapro`
+def resolve_kqapro_folder(data_dir: str | Path | None = None,  # folder holding `kqapro/` (default `core.data_dir()`)
                          ) -> tuple[Path, str | None]:
     "The KQA Pro-style folder to run on and a one-line note when it is the demo benchmark instead of the official data."
     try: root = Path(data_dir) if data_dir is not None else _data_dir(must_exist=False)
@@ -38,8 +37,7 @@ def record_category(rec: dict) -> str:
     return cats[0] if cats else 'Other'
 
 def kqapro_questions(folder: str | Path,  # a KQA Pro-style folder
-                     split: str = 'val',  # 'val' (scored; the official test split has no answers), 'test' (ours has
-                                          # answers) or 'train'
+                     split: str = 'val',  # 'val' (scored; official test lacks answers), 'test' (ours has them), 'train'
                      n: int | None = 40,  # questions wanted (None: all)
                      seed: int = 0,  # sample seed
                     ) -> list[Question]:

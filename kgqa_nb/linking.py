@@ -119,8 +119,7 @@ def name_table(names: list[str]) -> dict[str, list[str]]:
     return out
 
 def concept_table(concepts: list[str],  # the KG's concept names
-                  aliases: dict[str, str] | None = None,  # extra surface form -> concept name (kept when the concept
-                                                          # exists)
+                  aliases: dict[str, str] | None = None,  # extra surface form -> concept name (kept if concept exists)
                  ) -> dict[str, tuple[str, str]]:
     "Surface form (lowercased) -> (concept name, 'exact' | 'plural' | 'alias')."
     table = {}
@@ -157,8 +156,7 @@ class EntityLinker:
     def __init__(self, kg,  # a `kgqa_nb.kg.KG`
                  index=None,  # its `KGIndex` for the embedding step (None: no embedding step)
                  nlp=None,  # a spaCy pipeline; default `load_spacy()`
-                 fuzzy_threshold: float | None = 90,  # minimum rapidfuzz ratio (0-100) of a fuzzy entity match; None:
-                                                      # no fuzzy step
+                 fuzzy_threshold: float | None = 90,  # min rapidfuzz ratio (0-100) for fuzzy entity match; None: none
                  embedding_threshold: float = 0.8,  # minimum cosine of an embedding entity match
                  concept_embedding_threshold: float = 0.8,  # minimum cosine of an embedding concept match
                  concept_aliases: dict[str, str] | None = None,  # default DEFAULT_CONCEPT_ALIASES

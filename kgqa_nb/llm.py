@@ -460,10 +460,10 @@ class RateLimiter:
 # %% ../nbs/10_llm.ipynb #8083936b
 class OpenAIBackend(LLMBackend):
     "A model behind an OpenAI-compatible HTTP server (vLLM, Ollama, llama.cpp server, OpenAI, ...)."
-    def __init__(self, model: str | None = None,  # model id on the server (default: env KGQA_LLM_MODEL, else the
-                                                  # server's first model)
-                 base_url: str | None = None,  # e.g. http://127.0.0.1:8000/v1 (default: first set variable of
-                                               # `base_url_vars`)
+    def __init__(self, model: str | None = None,  # model id on the server (default: env KGQA_LLM_MODEL, else the first)
+                                                  # else: the server's first model
+                 base_url: str | None = None,  # e.g. http://127.0.0.1:8000/v1 (default: first set of `base_url_vars`)
+                                               # default: the first set variable of `base_url_vars`
                  api_key: str | None = None,  # default: first set variable of `api_key_vars`, else 'EMPTY'
                  mode: str = 'completions',  # 'completions' sends the raw prompt, 'chat' one user message
                  timeout: float = 120.0,  # seconds allowed for one request
@@ -830,8 +830,7 @@ class LlamaCppBackend(LLMBackend):
                  n_batch: int = 64,  # prompt tokens evaluated per batch; also the granularity of prefix reuse
                  mode: str = 'completions',  # 'completions' (raw prompt) or 'chat' (the model's chat template)
                  reuse_prefix: bool = True,  # keep the KV cache of the common prefix between calls
-                 prefix_states: int = 3,  # KV states of earlier prompt families kept in memory for reuse (0: only the
-                                          # last prompt's)
+                 prefix_states: int = 3,  # earlier prompt families' KV states kept for reuse (0: the last prompt's)
                  verbose: bool = False,  # llama.cpp's own logging
                  engine: str = 'auto',  # grammar engine: 'gbnf', 'llguidance' or 'auto' (llguidance if installed)
                 ):
@@ -1080,10 +1079,8 @@ def _local_backend(path: Path, model: str, **overrides) -> LlamaCppBackend:
         _LOCAL_BACKENDS[key] = LlamaCppBackend(path, model, **overrides)
     return _LOCAL_BACKENDS[key]
 
-def get_backend(name: str = DEFAULT_PRESET,  # a key of PRESETS, a .gguf path, or a model id on the KGQA_LLM_BASE_URL
-                                             # server
-                cache: bool | str | Path = True,  # True: the shared response cache; a path: that sqlite file; False:
-                                                  # none
+def get_backend(name: str = DEFAULT_PRESET,  # a key of PRESETS, a .gguf path, or a model id on KGQA_LLM_BASE_URL
+                cache: bool | str | Path = True,  # True: shared response cache; a path: that sqlite file; False: none
                 **overrides,  # passed to the backend's constructor (base_url=, n_ctx=, mode=, ...)
                ) -> LLMBackend:
     "A ready backend for a preset, a local file or a served model id."

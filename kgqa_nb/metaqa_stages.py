@@ -73,8 +73,7 @@ def metaqa_fixed_demos(pool: dict,  # from `metaqa_demo_pool`
 def metaqa_stages(backend: LLMBackend,  # the LLM
                   exclude: Sequence[str] = (),  # evaluated question texts, never used as demonstrations
                   n_demos: int = 10,  # |D|
-                  pool_size: int = 1000,  # N, the pool for D' and dynamic demonstrations (MetaQA's annotations are
-                                          # free, so larger than the seed's 100)
+                  pool_size: int = 1000,  # N, the pool for D' and dynamic demos (above seed's 100; annotations free)
                   seed: int = 0,
                   grounding: bool = True,  # build the grounder (opens, or builds once, the KG's ChromaDB index)
                   theta: float = 0.5,  # facts threshold

@@ -50,8 +50,7 @@ class PipelineConfig:
     "What a pipeline run does; the defaults are CodeAlignKGQA's."
     system: str = 'codealign'  # 'codealign' (Python-code prompt) or 'symkgqa' (Step n: chain-of-symbol prompt)
     linking: str = 'realistic'  # 'realistic' (what a user has) or 'oracle' (entities/concepts of the gold program)
-    demos: str = 'manual'  # 'manual': the fixed set D for every question; 'dynamic': top-n by masked-question
-                           # similarity
+    demos: str = 'manual'  # 'manual': the fixed set D for all; 'dynamic': top-n by masked-question similarity
     n_demos: int = 10  # demonstrations per prompt (dynamic mode)
     facts: bool = True  # question-specific facts in the prompt (codealign only)
     theta: float = 0.5  # facts similarity threshold

@@ -28,8 +28,7 @@ class PromptParts:
     "A prompt split into the part shared by every question and the part for this question."
     prefix: str  # fixed for a run: instructions, function definitions, demonstrations
     suffix: str  # the test question (and the opening of the answer)
-    answer_start: str = ''  # the opening of the answer that `suffix` ends with; prepend it to the completion before
-                            # parsing
+    answer_start: str = ''  # answer opening that `suffix` ends with; prepend it to the completion to parse
     stop: tuple = ()  # stop sequences that end a completion after one program
 
     @property
@@ -43,8 +42,8 @@ class Demo:
     program: list  # gold KoPL program, KQA Pro format
     entities: list = field(default_factory=list)  # linked entity names ([] prints as None)
     concepts: list = field(default_factory=list)  # linked concept names ([] prints as None)
-    facts: list = field(default_factory=list)  # question-specific facts, dicts such as {'entity': 'Ireland',
-                                               # 'attribute': 'nominal GDP'}
+    facts: list = field(default_factory=list)  # question-specific facts, dicts like {'entity': ..., 'attribute': ...}
+                                               # e.g. {'entity': 'Ireland', 'attribute': 'nominal GDP'}
     id: str = ''  # where it comes from, e.g. 'manual-3' or 'metaqa-2hop-dev-17'
 
 # %% ../nbs/11_prompts.ipynb #366ba7d3
@@ -380,8 +379,7 @@ def kbcoder_prompt(question: str,  # the test question
 
 # %% ../nbs/11_prompts.ipynb #bb421274
 def grounding_prompt(question: str,  # the question, as context
-                     kind: str,  # what is being grounded: 'entity', 'concept', 'relation', 'attribute', 'qualifier',
-                                 # 'operator'
+                     kind: str,  # grounded kind: 'entity', 'concept', 'relation', 'attribute', 'qualifier', 'operator'
                      candidates: list,  # the retrieved KG items
                      mention: str,  # the name the LLM generated
                     ) -> PromptParts:

@@ -43,8 +43,7 @@ class Parse:
     "A parsed question: its text and tokens."
     text: str
     tokens: list[Token]
-    masked: set[int] = field(default_factory=set)  # tokens that are entity / concept placeholders (set by
-                                                   # `mark_tokens`)
+    masked: set[int] = field(default_factory=set)  # tokens that are entity/concept placeholders (set by `mark_tokens`)
 
     def children(self, i: int) -> list[int]:
         "Indices of the tokens whose head is token `i`."
@@ -177,10 +176,9 @@ class Candidate:
 class RelationMatcher:
     "Ranks KG relations and attribute keys for relation texts by embedding similarity (names, optionally aliases)."
     def __init__(self, kg,  # the `KG` whose relations and attribute keys are matched
-                 index: KGIndex | None = None,  # the KG's ChromaDB index, as the paper; None: exact cosine with
-                                                # `embedder`
-                 aliases: dict[str, list[str]] | None = None,  # extra texts per relation or key name (names the KG
-                                                               # lacks are ignored)
+                 index: KGIndex | None = None,  # the KG's ChromaDB index, as the paper; None: exact cosine, `embedder`
+                 aliases: dict[str, list[str]] | None = None,  # extra texts per relation/key name (unknown ignored)
+                                                               # names the KG lacks are ignored
                  extra_concepts: list[str] = (),  # concept names the KG lacks but the resolver knows (schema types)
                  embedder: Embedder | None = None,  # without an index: the embedder (default `Embedder()`)
                 ):
@@ -411,8 +409,7 @@ def find_mentions(parse: Parse,  # the parsed, masked question
                   anchor: int | None,  # the token relation texts are ordered from (the topic entity)
                   relation_threshold: float = 0.5,  # similarity a word needs to be a relation text
                   concept_threshold: float = 0.65,  # similarity a word needs to be a concept mention
-                  fallback: bool = True,  # with no relation text above the threshold, take the best word (prepositions
-                                          # too)
+                  fallback: bool = True,  # no relation text above the threshold: take the best word (prepositions too)
                   k: int = 5,  # candidates kept per relation text
                   exclude: set[int] = frozenset(),  # tokens that are not relation text (those of the NOPs)
                  ) -> list[Mention]:
@@ -674,8 +671,7 @@ class SubgraphBuilder:
     "Builds symbolic question subgraphs: parse, E'/C', NOPs, relation texts, chain."
     def __init__(self, matcher: RelationMatcher,  # relation / concept matching for the KG
                  parser: QuestionParser | None = None,  # default: `SpacyParser()`
-                 relation_threshold: float = 0.5,  # similarity a word needs to be a relation text (MetaQA: 0.55 with
-                                                   # aliases, 0.45 without)
+                 relation_threshold: float = 0.5,  # min similarity of a relation text (MetaQA: 0.55 aliased, 0.45 not)
                  concept_threshold: float = 0.65,  # similarity a noun needs to be a concept mention
                  nop_threshold: float = 0.9,  # similarity a p-gram needs to a comparative / superlative
                  placeholders: tuple[str, ...] = PLACEHOLDERS,  # words tried in turn for an entity when parsing

@@ -336,8 +336,7 @@ def report_section(outputs: Path,  # the outputs folder
     return '\n\n'.join([head, f'**{mark}**', *extra, md_table(rows), *imgs]) + '\n'
 
 def write_report(outputs: str | Path,  # the outputs folder holding every run's files
-                 out_path: str | Path | None = None,  # the page to write (default outputs/README.md); image links are
-                                                      # relative to `outputs`
+                 out_path: str | Path | None = None,  # page to write (default outputs/README.md); links rel. to outputs
                 ) -> str:
     "The results page gathering every run; written to `out_path` and returned."
     outputs = Path(outputs)
@@ -362,8 +361,7 @@ def ablation_row(source: str,  # where the numbers come from: the producing note
                  ablation: str,  # what the ablation changes, in words
                  full: str,  # the full configuration it is compared with
                  config: str,  # the ablated configuration
-                 group: str = '',  # the questions' group ('metaqa-1hop', '1-hop', 'all', 'Nations'); '' when there are
-                                   # no numbers
+                 group: str = '',  # the questions' group ('metaqa-1hop', '1-hop', 'all', 'Nations'); '' without numbers
                  n: int | None = None,  # questions (or folds, comparisons) behind the ablation's number
                  metric: str = 'Hits@1 %',  # what the numbers measure
                  full_value: float | None = None,  # the full configuration's number
@@ -436,8 +434,7 @@ def pipeline_ablation(records_path: str | Path,  # run_pipeline's JSONL records
 
 def pipeline_ablation_rows(records_path: str | Path,  # run_pipeline's JSONL records (metaqa_pipelines)
                            linking: str = 'realistic',  # the linking mode to compare in
-                           model: str | None = None,  # the model id; None: the one with most records of each full
-                                                      # configuration
+                           model: str | None = None,  # the model id; None: most records of each full configuration
                           ) -> list[dict]:
     "Rows of every `PIPELINE_ABLATIONS` entry, in order."
     return [row for system, full, abl, what in PIPELINE_ABLATIONS

@@ -25,10 +25,8 @@ class ResolverError(KGQAError, ValueError):
 class KBView:
     "Relation facts (optionally a subset), attributes and concepts of a KG, indexed for set-at-a-time traversal."
     def __init__(self, kg: KG,  # the KG
-                 triples: np.ndarray | None = None,  # (n, 3) head, relation, tail rows to use (default: all relation
-                                                     # facts)
-                 extra_concepts: dict[str, np.ndarray] | None = None,  # concept name -> member ids, for concepts the KG
-                                                                       # lacks
+                 triples: np.ndarray | None = None,  # (n, 3) head, relation, tail rows (default: all relation facts)
+                 extra_concepts: dict[str, np.ndarray] | None = None,  # concept name -> member ids (concepts KG lacks)
                 ):
         self.kg = kg
         tr = kg_triples(kg, with_concepts=False)
@@ -209,8 +207,7 @@ class Resolution:
 @dataclass
 class ResolverConfig:
     "Settings of `SymbolicResolver`."
-    scoring: str = 'kg'  # 'kg' (facts), 'kge' (ComplEx link prediction, the paper), 'hybrid' (facts, KGE for missing
-                         # links)
+    scoring: str = 'kg'  # 'kg' (facts), 'kge' (ComplEx link prediction, the paper), 'hybrid' (facts, KGE if missing)
     beam: int = 8  # partial paths kept while choosing relations and directions
     top_relations: int = 3  # relation candidates tried per Propagate
     relation_margin: float = 0.25  # ... among those within this similarity of the best one

@@ -224,8 +224,7 @@ def freebase_mini_graph():
     g.parse(package_data('freebase_mini.ttl'), format='turtle')
     return g
 
-def sparql_store(where=None,  # None: the shipped mini graph; an http(s) URL: an endpoint; a path: an RDF file; an
-                              # rdflib Graph
+def sparql_store(where=None,  # None: shipped mini graph; http(s) URL: endpoint; path: RDF file; or an rdflib Graph
                 ) -> SparqlStore:
     "A store for `where`."
     if where is None: return RdflibStore(freebase_mini_graph())
