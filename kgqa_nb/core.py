@@ -4,14 +4,14 @@
 
 # %% ../nbs/00_core.ipynb #ce847513
 from __future__ import annotations
-import io, json, os, re
+import gzip, io, json, os, re, zlib
 from contextlib import contextmanager
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['DATA_ENV_VAR', 'CACHE_ENV_VAR', 'KGQAError', 'DataNotFoundError', 'data_dir', 'package_data', 'cache_dir',
-           'logical_path', 'has_widgets', 'progress_bar', 'JSONLError', 'read_jsonl', 'open_jsonl_append', 'slug',
-           'file_lock', 'plural']
+__all__ = ['DATA_ENV_VAR', 'CACHE_ENV_VAR', 'GZIP_MAGIC', 'KGQAError', 'DataNotFoundError', 'data_dir', 'package_data',
+           'cache_dir', 'logical_path', 'has_widgets', 'progress_bar', 'JSONLError', 'read_jsonl', 'open_jsonl_append',
+           'gzip_complete_members', 'GzipAppender', 'open_gzip_append', 'slug', 'file_lock', 'plural']
 
 # %% ../nbs/00_core.ipynb #87f1468b
 class KGQAError(Exception):
@@ -97,6 +97,7 @@ def read_jsonl(path: str | Path,  # a JSONL file written one record per line (it
     path = Path(path)
     if not path.exists(): return
     data = path.read_bytes()  # bytes: a kill can also cut a UTF-8 character in two
+    if path.suffix == '.gz': data = gzip_complete_members(data, str(path))[0]  # a torn member is a torn line: skipped
     lines = data.split(b'\n')
     if data.endswith(b'\n'): lines.pop()  # the empty piece after the final newline
     for n, line in enumerate(lines, 1):
@@ -110,9 +111,10 @@ def read_jsonl(path: str | Path,  # a JSONL file written one record per line (it
 
 # %% ../nbs/00_core.ipynb #317071a1
 def open_jsonl_append(path: str | Path,  # a JSONL records file (created with its folder when missing)
-                     ) -> io.TextIOWrapper:
+                     ) -> io.TextIOWrapper | GzipAppender:
     "`path` opened for appending records (text, UTF-8), after cutting off a torn last line."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == '.gz': return open_gzip_append(path)
     if path.exists() and path.stat().st_size:
         data = path.read_bytes()
         if not data.endswith(b'\n'):
@@ -121,6 +123,44 @@ def open_jsonl_append(path: str | Path,  # a JSONL records file (created with it
             except ValueError: keep, tail = start, b''  # torn: its item is done again
             with path.open('r+b') as f: f.truncate(keep); f.seek(keep); f.write(tail)
     return path.open('a', encoding='utf-8')
+
+# %% ../nbs/00_core.ipynb #b4e0d913
+GZIP_MAGIC = b'\x1f\x8b'  # the first two bytes of every gzip member
+
+def gzip_complete_members(data: bytes,  # the bytes of a .gz file (one or more gzip members)
+                          name: str = 'gzip data',  # what `data` is, for the error message (a path)
+                         ) -> tuple[bytes, int]:
+    "The text of `data`'s complete gzip members, and the offset where they end (a torn last member is left out)."
+    out, end = [], 0
+    while end < len(data):
+        rest = data[end:end + 2]
+        if not GZIP_MAGIC.startswith(rest):
+            raise JSONLError(f'{name}: not gzip data at byte {end}; a .gz records file holds only gzip members')
+        d = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer
+        try: text = d.decompress(data[end:])
+        except zlib.error as e: raise JSONLError(f'{name}: damaged gzip member at byte {end} ({e})') from None
+        if not d.eof: break  # torn: its trailer was never written
+        out.append(text); end = len(data) - len(d.unused_data)
+    return b''.join(out), end
+
+class GzipAppender:
+    "Text appended to a .gz file, each `write` as its own gzip member (flushed by `flush`, like a text file)."
+    def __init__(self, path: Path): self.file = path.open('ab')
+    def write(self, text: str) -> int:
+        self.file.write(gzip.compress(text.encode('utf-8'), mtime=0)); return len(text)
+    def flush(self): self.file.flush()
+    def close(self): self.file.close()
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.close()
+
+def open_gzip_append(path: Path,  # a .gz records file (it may not exist yet)
+                     ) -> GzipAppender:
+    "A `GzipAppender` on `path`, after cutting off a torn last member (its record is done again)."
+    if path.exists():
+        data = path.read_bytes(); end = gzip_complete_members(data, str(path))[1]
+        if end < len(data):
+            with path.open('r+b') as f: f.truncate(end)
+    return GzipAppender(path)
 
 # %% ../nbs/00_core.ipynb #793bc7c5
 def slug(name: str) -> str:
