@@ -28,11 +28,11 @@ install: $(STAMP)
 export: install
 	$(BIN)/nbdev_export
 
-# The main job: CodeAlignKGQA (retrieved demonstrations, no extracted facts, KG-level grammar: the best measured
-# configuration, see outputs/constrained.json) on the demo KQA Pro benchmark with the local Qwen2.5-Coder-1.5B (24
-# questions, timed on a fresh clone: see README). It writes into the git-ignored $(MAIN_DIR), never into the committed
-# outputs/, and ends with this run's accuracy and SER next to the committed reference run's. Resumable: rerunning
-# skips finished questions. `make main MAIN_N=12` answers fewer questions.
+# The main job: CodeAlignKGQA (retrieved demonstrations, no extracted facts, KG-level grammar, execution-guided samples:
+# the best measured configuration, see outputs/constrained.json) on the demo KQA Pro benchmark with the local
+# Qwen2.5-Coder-1.5B (24 questions, timed on a fresh clone: see README). It writes into the git-ignored $(MAIN_DIR), never
+# into the committed outputs/, and ends with this run's accuracy and SER next to the committed reference run's.
+# Resumable: rerunning skips finished questions. `make main MAIN_N=12` answers fewer questions.
 MAIN_N ?= 24
 MAIN_DIR ?= runs/main
 # papermill streams the notebook's output (the per-question bar, the final figures) instead of its cell counter;

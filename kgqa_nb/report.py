@@ -270,6 +270,9 @@ def read_ablations(d: dict) -> tuple[list[dict], dict]:
 REPORT_SECTIONS = [
     ('constrained.json', 'Grammar-constrained generation: demo benchmark (constrained)', lambda d: read_constrained(d),
      ['constrained/accuracy_ser.png']),
+    ('constrained_complex_metaqa.json',
+     'Grammar-constrained generation: Complex MetaQA (constrained -p benchmark complex_metaqa)',
+     lambda d: read_constrained(d), ['constrained/complex_metaqa/accuracy_ser.png']),
     ('constrained.json', 'Grammar-constrained generation: KQA Pro test, MetaQA, WebQSP (constrained)',
      lambda d: read_constrained_elsewhere(d), []),
     ('run_kqapro/metrics.json', 'KQA Pro: the main job (run_kqapro)', read_run,
