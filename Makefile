@@ -30,8 +30,8 @@ export: install
 
 # The main job: CodeAlignKGQA (retrieved demonstrations, no extracted facts, KG-level grammar, execution-guided samples:
 # the best measured configuration, see outputs/constrained.json) on the demo KQA Pro benchmark with the local
-# Qwen2.5-Coder-1.5B (24 questions, timed on a fresh clone: see README). It writes into the git-ignored $(MAIN_DIR), never
-# into the committed outputs/, and ends with this run's accuracy and SER next to the committed reference run's.
+# Qwen2.5-Coder-1.5B (24 questions, timed on a fresh clone: see README). It writes into the git-ignored $(MAIN_DIR),
+# never into the committed outputs/, and ends with this run's accuracy and SER next to the committed reference run's.
 # Resumable: rerunning skips finished questions. `make main MAIN_N=12` answers fewer questions.
 MAIN_N ?= 24
 MAIN_DIR ?= runs/main
