@@ -10,8 +10,9 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['DATA_ENV_VAR', 'CACHE_ENV_VAR', 'GZIP_MAGIC', 'KGQAError', 'DataNotFoundError', 'data_dir', 'package_data',
-           'cache_dir', 'logical_path', 'has_widgets', 'progress_bar', 'JSONLError', 'read_jsonl', 'open_jsonl_append',
-           'gzip_complete_members', 'GzipAppender', 'open_gzip_append', 'slug', 'file_lock', 'plural']
+           'cache_dir', 'logical_path', 'has_widgets', 'progress_bar', 'JSONLError', 'read_jsonl',
+           'gzip_complete_members', 'GzipAppender', 'open_gzip_append', 'open_jsonl_append', 'slug', 'file_lock',
+           'plural']
 
 # %% ../nbs/00_core.ipynb #87f1468b
 class KGQAError(Exception):
@@ -109,21 +110,6 @@ def read_jsonl(path: str | Path,  # a JSONL file written one record per line (it
                              'only an unfinished last line is skipped') from None
         yield rec
 
-# %% ../nbs/00_core.ipynb #317071a1
-def open_jsonl_append(path: str | Path,  # a JSONL records file (created with its folder when missing)
-                     ) -> io.TextIOWrapper | GzipAppender:
-    "`path` opened for appending records (text, UTF-8), after cutting off a torn last line."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == '.gz': return open_gzip_append(path)
-    if path.exists() and path.stat().st_size:
-        data = path.read_bytes()
-        if not data.endswith(b'\n'):
-            start = data.rfind(b'\n') + 1
-            try: json.loads(data[start:]); keep, tail = len(data), b'\n'  # whole record, newline missing
-            except ValueError: keep, tail = start, b''  # torn: its item is done again
-            with path.open('r+b') as f: f.truncate(keep); f.seek(keep); f.write(tail)
-    return path.open('a', encoding='utf-8')
-
 # %% ../nbs/00_core.ipynb #b4e0d913
 GZIP_MAGIC = b'\x1f\x8b'  # the first two bytes of every gzip member
 
@@ -161,6 +147,21 @@ def open_gzip_append(path: Path,  # a .gz records file (it may not exist yet)
         if end < len(data):
             with path.open('r+b') as f: f.truncate(end)
     return GzipAppender(path)
+
+# %% ../nbs/00_core.ipynb #317071a1
+def open_jsonl_append(path: str | Path,  # a JSONL records file (created with its folder when missing)
+                     ) -> io.TextIOWrapper | GzipAppender:
+    "`path` opened for appending records (text, UTF-8), after cutting off a torn last line."
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == '.gz': return open_gzip_append(path)
+    if path.exists() and path.stat().st_size:
+        data = path.read_bytes()
+        if not data.endswith(b'\n'):
+            start = data.rfind(b'\n') + 1
+            try: json.loads(data[start:]); keep, tail = len(data), b'\n'  # whole record, newline missing
+            except ValueError: keep, tail = start, b''  # torn: its item is done again
+            with path.open('r+b') as f: f.truncate(keep); f.seek(keep); f.write(tail)
+    return path.open('a', encoding='utf-8')
 
 # %% ../nbs/00_core.ipynb #793bc7c5
 def slug(name: str) -> str:
