@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['DATA_ENV_VAR', 'CACHE_ENV_VAR', 'GZIP_MAGIC', 'KGQAError', 'DataNotFoundError', 'data_dir', 'package_data',
-           'cache_dir', 'logical_path', 'has_widgets', 'progress_bar', 'JSONLError', 'read_jsonl',
+__all__ = ['DATA_ENV_VAR', 'CACHE_ENV_VAR', 'GZIP_MAGIC', 'GZIP_SLICE', 'KGQAError', 'DataNotFoundError', 'data_dir',
+           'package_data', 'cache_dir', 'logical_path', 'has_widgets', 'progress_bar', 'JSONLError', 'read_jsonl',
            'gzip_complete_members', 'GzipAppender', 'open_gzip_append', 'open_jsonl_append', 'slug', 'file_lock',
            'plural']
 
@@ -112,6 +112,7 @@ def read_jsonl(path: str | Path,  # a JSONL file written one record per line (it
 
 # %% ../nbs/00_core.ipynb #b4e0d913
 GZIP_MAGIC = b'\x1f\x8b'  # the first two bytes of every gzip member
+GZIP_SLICE = 1 << 16  # bytes handed to the decompressor at a time
 
 def gzip_complete_members(data: bytes,  # the bytes of a .gz file (one or more gzip members)
                           name: str = 'gzip data',  # what `data` is, for the error message (a path)
@@ -122,11 +123,13 @@ def gzip_complete_members(data: bytes,  # the bytes of a .gz file (one or more g
         rest = data[end:end + 2]
         if not GZIP_MAGIC.startswith(rest):
             raise JSONLError(f'{name}: not gzip data at byte {end}; a .gz records file holds only gzip members')
-        d = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer
-        try: text = d.decompress(data[end:])
-        except zlib.error as e: raise JSONLError(f'{name}: damaged gzip member at byte {end} ({e})') from None
+        d, pos, member = zlib.decompressobj(wbits=31), end, []  # 31: a gzip header and trailer
+        while not d.eof and pos < len(data):  # in slices: handing over the whole rest per member would be quadratic
+            piece = data[pos:pos + GZIP_SLICE]; pos += len(piece)
+            try: member.append(d.decompress(piece))
+            except zlib.error as e: raise JSONLError(f'{name}: damaged gzip member at byte {end} ({e})') from None
         if not d.eof: break  # torn: its trailer was never written
-        out.append(text); end = len(data) - len(d.unused_data)
+        out += member; end = pos - len(d.unused_data)
     return b''.join(out), end
 
 class GzipAppender:
