@@ -2,7 +2,7 @@
 import json, os, subprocess, sys
 from pathlib import Path
 import pytest
-from kgqa_nb.core import data_dir
+from kgqa_nb.core import data_dir, read_jsonl
 
 papermill = pytest.importorskip('papermill')
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,3 +140,20 @@ def test_constrained_smoke(tmp_path):
     assert {r['format'] for r in d['grammar_build']['grammars']} == {'codealign', 'symkgqa', 'kbcoder'}
     assert {(r['system'], r['constrain']) for r in d['webqsp']} >= {('codealign', 'off'), ('kbcoder', 'off')}  # committed runs
 
+
+
+def test_constrained_complex_metaqa_keeps_to_its_benchmark(tmp_path):
+    """A Complex MetaQA run writes its own tables and summary only (no copies of the KQA Pro run's MetaQA/WebQSP
+    tables); `splits` reads the val split whole, then the test split (8 + 2 questions at 20 per category)."""
+    data_dir('metaqa/kb.txt')  # no data: skipped outside CI (conftest), a failure in CI
+    out = tmp_path / 'complex_metaqa'
+    run_nb('constrained.ipynb', tmp_path / 'c.ipynb', model='fake', benchmark='complex_metaqa', complex_metaqa_n=20,
+           n_questions=10, splits='val,test', overhead_n=0, pool_size=30, configs=['no_facts_kg'], out_dir=str(out),
+           json_path=str(tmp_path / 'constrained_complex_metaqa.json'))
+    d = json.loads((tmp_path / 'constrained_complex_metaqa.json').read_text())
+    assert d['benchmark'] == 'complex_metaqa' and d['demo']['rows'][0]['n'] == 10
+    assert d['demo']['data'].startswith('Complex MetaQA val+test (10 questions')
+    assert not {'kqapro_test', 'metaqa', 'webqsp'} & set(d) and 'metaqa_hits_at_1' not in d['headline']
+    assert (out / 'complex_metaqa_val_test.md').exists() and not list(out.glob('metaqa.*')) + list(out.glob('webqsp.*'))
+    ids = [r['id'] for r in read_jsonl(out / 'complex_metaqa_val_test.jsonl.gz')]
+    assert sum(i.startswith('kqapro-val-') for i in ids) == 8 and sum(i.startswith('kqapro-test-') for i in ids) == 2
