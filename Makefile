@@ -12,7 +12,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install main report test export clean-nbs bench docs readme
 
-$(STAMP): setup.py settings.ini scripts/install_llm.sh scripts/install_engines.sh scripts/install_browser.sh
+$(STAMP): setup.py settings.ini scripts/install_llm.sh scripts/smoke_llm.py scripts/install_engines.sh scripts/install_browser.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first, from its CPU wheel, then pinned so that no later install pulls a CUDA build
 	$(BIN)/python -m pip install -q torch==2.13.0
@@ -32,7 +32,8 @@ export: install
 # the best measured configuration, see outputs/constrained.json) on the demo KQA Pro benchmark with the local
 # Qwen2.5-Coder-1.5B (24 questions, timed on a fresh clone: see README). It writes into the git-ignored $(MAIN_DIR),
 # never into the committed outputs/, and ends with this run's accuracy and SER next to the committed reference run's.
-# Resumable: rerunning skips finished questions. `make main MAIN_N=12` answers fewer questions.
+# Resumable: rerunning skips finished questions. `make main MAIN_N=12` answers fewer questions. Its whole output is also
+# in $(MAIN_DIR)/papermill.log; when it fails, scripts/main_failed.sh says why in one line (a dead kernel: smoke run).
 MAIN_N ?= 24
 MAIN_DIR ?= runs/main
 # papermill streams the notebook's output (the per-question bar, the final figures) instead of its cell counter;
@@ -43,7 +44,9 @@ main: export
 	mkdir -p $(MAIN_DIR)
 	set -o pipefail; PATH=$(abspath $(BIN)):$$PATH $(BIN)/papermill --cwd nbs $(PAPERMILL_QUIET) \
 	  nbs/run_kqapro.ipynb $(MAIN_DIR)/run_kqapro.ipynb -p n_questions $(MAIN_N) \
-	  -p out_dir ../$(MAIN_DIR)/run_kqapro -p reference ../outputs/run_kqapro/metrics.json 2>&1 | grep -v -E $(PAPERMILL_NOISE)
+	  -p out_dir ../$(MAIN_DIR)/run_kqapro -p reference ../outputs/run_kqapro/metrics.json 2>&1 \
+	  | tee $(MAIN_DIR)/papermill.log | grep -v -E $(PAPERMILL_NOISE) \
+	  || bash scripts/main_failed.sh $(MAIN_DIR)/papermill.log $(BIN)/python
 
 # The results page outputs/README.md, regenerated from the committed outputs (maintainers, after a measurement).
 report: export

@@ -96,6 +96,7 @@ class Completion:
     prompt_seconds: float | None = None  # part of `seconds` spent reading the prompt (None: the backend cannot tell)
     constrained: bool = False  # True when the backend really decoded under the decoding's grammar
     lookup_seconds: float | None = None  # time the cache lookup itself took (None: not from the cache)
+    engine: str = ''  # what enforced the grammar: 'gbnf' or 'llguidance' in process, 'server:<api>' on a server; '' without one
 
     @property
     def generation_seconds(self) -> float | None:
@@ -219,7 +220,7 @@ class FakeBackend(LLMBackend):
         if len(words) > decoding.max_tokens:
             text, finish = ' '.join(words[:decoding.max_tokens]), 'length'
         return Completion(text, len(prompt.split()), len(text.split()), 0.0, self.model, False, finish,
-                          constrained=decoding.grammar is not None)
+                          constrained=decoding.grammar is not None, engine='scripted' if decoding.grammar else '')
 
     def complete_many(self, prompts, decoding=None, max_workers=None) -> list[Completion]:
         "Sequential, so that a list script is handed out in input order."
@@ -248,6 +249,8 @@ class ResponseCache:
         self._db.execute('CREATE TABLE IF NOT EXISTS timings (key TEXT PRIMARY KEY, prompt_seconds REAL)')
         # whether the answer was decoded under its grammar (`Completion.constrained`), likewise
         self._db.execute('CREATE TABLE IF NOT EXISTS constraints (key TEXT PRIMARY KEY, constrained INTEGER)')
+        # and the grammar engine that decoded it (`Completion.engine`; older entries have none: '')
+        self._db.execute('CREATE TABLE IF NOT EXISTS engines (key TEXT PRIMARY KEY, engine TEXT)')
 
     @staticmethod
     def key(model: str, prompt: str, decoding: Decoding) -> str:
@@ -259,13 +262,13 @@ class ResponseCache:
         "The stored completion, or None."
         with self._lock:
             row = self._db.execute('SELECT c.text, c.prompt_tokens, c.completion_tokens, c.seconds, c.finish_reason, '
-                                   't.prompt_seconds, k.constrained FROM completions c '
+                                   't.prompt_seconds, k.constrained, e.engine FROM completions c '
                                    'LEFT JOIN timings t ON t.key = c.key LEFT JOIN constraints k ON k.key = c.key '
-                                   'WHERE c.key = ?',
+                                   'LEFT JOIN engines e ON e.key = c.key WHERE c.key = ?',
                                    (self.key(model, prompt, decoding),)).fetchone()
         if row is None: return None
-        text, pt, ct, secs, finish, psecs, constrained = row
-        return Completion(text, pt, ct, secs, model, True, finish, psecs, bool(constrained))
+        text, pt, ct, secs, finish, psecs, constrained, engine = row
+        return Completion(text, pt, ct, secs, model, True, finish, psecs, bool(constrained), engine=engine or '')
 
     def put(self, model: str, prompt: str, decoding: Decoding, completion: Completion):
         "Store (or replace) the completion of `prompt`."
@@ -279,6 +282,7 @@ class ResponseCache:
                 self._db.execute('INSERT OR REPLACE INTO timings VALUES (?,?)', (key, c.prompt_seconds))
             if decoding.grammar is not None or c.constrained:
                 self._db.execute('INSERT OR REPLACE INTO constraints VALUES (?,?)', (key, int(c.constrained)))
+            if c.engine: self._db.execute('INSERT OR REPLACE INTO engines VALUES (?,?)', (key, c.engine))
 
     def __len__(self) -> int:
         with self._lock: return self._db.execute('SELECT COUNT(*) FROM completions').fetchone()[0]
@@ -593,7 +597,9 @@ class OpenAIBackend(LLMBackend):
         u = r.usage
         return Completion(text, getattr(u, 'prompt_tokens', 0) or 0, getattr(u, 'completion_tokens', 0) or 0,
                           time.perf_counter() - t, self.model, False, r.choices[0].finish_reason or '',
-                          constrained=decoding.grammar is not None and self.can_constrain)
+                          constrained=decoding.grammar is not None and self.can_constrain,
+                          engine=f'server:{self.grammar_api}' if decoding.grammar is not None and self.can_constrain
+                          else '')
 
 # %% ../nbs/10_llm.ipynb #7310425e
 _END = object()
@@ -1021,7 +1027,8 @@ class LlamaCppBackend(LLMBackend):
                                f'llguidance after {u["completion_tokens"]} generated token(s): {mask.error}')
         text = choice['message']['content'] if self.mode == 'chat' else choice['text']
         return Completion(text or '', u['prompt_tokens'], u['completion_tokens'], seconds, self.model, False,
-                          choice.get('finish_reason') or '', prompt_seconds, constrained=grammar is not None)
+                          choice.get('finish_reason') or '', prompt_seconds, constrained=grammar is not None,
+                          engine=self.engine if grammar is not None else '')
 
     def _perf_reset(self):
         "Zero llama.cpp's timers before a call, so that `_perf_prompt_seconds` reads this call's prompt time."
