@@ -22,7 +22,7 @@ def toy_graph():
     return np.array(likes + nxt, dtype=np.int64)
 
 FAST = TrainConfig(dim=16, epochs=80, batch_size=64, lr=0.05, reg_weight=1e-4, init_scale=0.1, eval_every=0,
-                   progress=False, num_threads=1)
+                   progress=False, num_threads=1, device='cpu')  # the CPU: exact resumption is tested bit for bit
 
 
 def test_learns_toy_graph_to_mrr_one():
@@ -103,6 +103,32 @@ def test_old_format_checkpoint_asks_for_retraining(tmp_path):
     with pytest.raises(CheckpointError, match='PosixPath.*delete it and re-train with train_complex'):
         load_complex(str(tmp_path/'old.pt'))
     assert issubclass(CheckpointError, KGQAError)
+
+
+def test_device_option():
+    "'auto' is the CPU where there is no GPU (same numbers as 'cpu'); the model always comes back on the CPU."
+    g = toy_graph()
+    cpu, h_cpu = train_complex(g, 18, 2, replace(FAST, epochs=5))
+    auto, h_auto = train_complex(g, 18, 2, replace(FAST, epochs=5, device='auto'))
+    assert cpu.node.weight.device.type == auto.node.weight.device.type == 'cpu' and len(h_cpu.epoch_seconds) == 5
+    if not torch.cuda.is_available():
+        assert h_auto.epoch_loss == h_cpu.epoch_loss and torch.equal(auto.node.weight, cpu.node.weight)
+        with pytest.raises(KGQAError, match='no CUDA GPU'): train_complex(g, 18, 2, replace(FAST, device='cuda:0'))
+    with pytest.raises(KGQAError, match="'auto', 'cpu', 'cuda' or 'cuda:N'"):
+        train_complex(g, 18, 2, replace(FAST, device='gpu'))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
+def test_gpu_training_is_close_to_cpu_and_checkpoints_load_on_cpu(tmp_path):
+    g = toy_graph()
+    _, h_cpu = train_complex(g, 18, 2, replace(FAST, epochs=20))
+    gpu, h_gpu = train_complex(g, 18, 2, replace(FAST, epochs=20, device='cuda', checkpoint_every=10,
+                                                 checkpoint_dir=str(tmp_path)))
+    assert gpu.node.weight.device.type == 'cpu' and np.allclose(h_gpu.epoch_loss, h_cpu.epoch_loss, atol=1e-3)
+    ck = read_checkpoint(tmp_path/'last.pt')
+    assert all(t.device.type == 'cpu' for t in ck['model'].values())
+    ans = AnswerIndex(g, 2)
+    assert evaluate(gpu.to('cuda'), g, ans).mrr == pytest.approx(evaluate(gpu.cpu(), g, ans).mrr)
 
 
 def test_filtered_rank_hand_example():
