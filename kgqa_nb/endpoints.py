@@ -74,6 +74,7 @@ def log_tail(path: Path, n: int = 15) -> str:
 class LocalEngine:
     "A SPARQL server started on 127.0.0.1 from an N-Triples file, in its own work directory; a context manager."
     name = 'engine'
+    max_rows: int | None = None  # the most rows the server returns for one query (None: no cap)
     def __init__(self, nt_path: str | Path,  # the N-Triples file to load
                  workdir: str | Path | None = None,  # database and logs (None: a temp dir, removed at stop)
                  timeout: float = 120.0,  # seconds to wait for the server to answer
@@ -92,7 +93,11 @@ class LocalEngine:
         "The server's resident memory now, in bytes."
         return process_rss(self.proc.pid) if self.proc and self.proc.poll() is None else None
 
-    def store(self, timeout: float = 60.0) -> EndpointStore: return EndpointStore(self.url, timeout)
+    def store(self, timeout: float = 60.0) -> EndpointStore:
+        "The server's endpoint, with its row cap (`max_rows`: `kopl_sparql.solutions` reads a result cut there again)."
+        store = EndpointStore(self.url, timeout)
+        store.max_rows = self.max_rows
+        return store
 
     def stats(self) -> dict:
         "The measurements a benchmark records."
@@ -278,12 +283,12 @@ class VirtuosoServer(LocalEngine):
                  dirty_buffers: int = 6_000,  # MaxDirtyBuffers: about 3/4 of `buffers`
                  max_query_mem: str = '1G',  # MaxQueryMem
                  threads: int = 4,  # HTTP server threads and threads per query
-                 max_rows: int = 1_000_000,  # ResultSetMaxRows: Virtuoso cuts longer results without an error
+                 max_rows: int = 1_000_000,  # ResultSetMaxRows (stock: 10,000): it cuts longer results without an error
                  binary: str = 'virtuoso-t',  # the server's name or path
                  isql: str = 'isql-vt',  # the SQL client's name or path
                 ):
         super().__init__(nt_path, workdir, timeout, load_timeout)
-        self.graph, self.binary, self.isql_name = graph, binary, isql
+        self.graph, self.binary, self.isql_name, self.max_rows = graph, binary, isql, max_rows
         self.settings = dict(buffers=buffers, dirty_buffers=dirty_buffers, max_query_mem=max_query_mem,
                              threads=threads, max_rows=max_rows)
 

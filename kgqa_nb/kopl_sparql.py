@@ -20,9 +20,10 @@ from . import rdf
 from .rdf import Pred, XSD_NS, key_iri, stored_iri, iri_name, iri_row
 
 # %% auto #0
-__all__ = ['PREFIXES', 'SETS', 'VALUE_TYPES', 'BACKENDS', 'OxigraphStore', 'as_store', 'solutions', 'string_expr', 'Target',
-           'read_target', 'Plan', 'Compiler', 'compile_program', 'kopl_to_sparql', 'finish', 'supports_lateral',
-           'kb_hash', 'read_key_types', 'SparqlExecutor', 'BackendError', 'kg_executor', 'sparql_vocabulary']
+__all__ = ['PREFIXES', 'ROW_CAP', 'PAGE', 'SETS', 'VALUE_TYPES', 'BACKENDS', 'OxigraphStore', 'as_store', 'string_expr', 'Target',
+           'read_target', 'RowCapError', 'row_cap', 'split_select', 'bounded', 'read_whole', 'solutions', 'Plan',
+           'Compiler', 'compile_program', 'kopl_to_sparql', 'finish', 'supports_lateral', 'kb_hash', 'read_key_types',
+           'SparqlExecutor', 'BackendError', 'kg_executor', 'sparql_vocabulary']
 
 # %% ../nbs/30_kopl_sparql.ipynb #cf75a064
 class OxigraphStore(SparqlStore):
@@ -67,13 +68,6 @@ def as_store(where) -> SparqlStore:
     raise TypeError('expected a pyoxigraph Store, an Oxigraph store folder, an endpoint URL or a SparqlStore, got '
                     f'{where!r}')
 
-def solutions(store: SparqlStore, query: str) -> tuple[list[str], list[list]]:
-    "(variable names, rows of plain values) of `query` on any store."
-    if hasattr(store, 'solutions'): return store.solutions(query)
-    rows = store.select(query)
-    names = list(dict.fromkeys(k for r in rows for k in r))
-    return names, [[r[n]['value'] if n in r else None for n in names] for r in rows]
-
 # %% ../nbs/30_kopl_sparql.ipynb #0d8fae01
 PREFIXES = f'PREFIX p: <{rdf.PRED_NS}>\nPREFIX xsd: <{XSD_NS}>\n'
 _BACKSLASH_U = re.compile(r'\\[uU]')
@@ -112,6 +106,112 @@ def read_target(text: str, typ: str) -> Target:
         return Target(QUANTITY, num=num, unit=unit)
     vt, y, d = parse_time(text)
     return Target(vt, year=y, iso=date.fromordinal(d).isoformat() if vt == DATE else '')
+
+# %% ../nbs/30_kopl_sparql.ipynb #b1aea05f
+ROW_CAP = 10_000  # the most rows a stock Virtuoso returns for one query (ResultSetMaxRows), without an error
+PAGE = 10_000  # rows per page of `read_whole`: a stock Virtuoso sorts at most 10,000 (MaxSortedTopRows)
+
+class RowCapError(SparqlError):
+    "A result that an endpoint may have cut at its row cap, and that could not be read whole."
+
+def row_cap(store: SparqlStore) -> int | None:
+    """The most rows `store` is taken to return for one query: its `max_rows` where it says (None: no cap; a wrapper
+    such as `endpoints.FullIriStore` asks its `inner` store), else `ROW_CAP` for an http endpoint, None otherwise."""
+    for s in (store, getattr(store, 'inner', None)):
+        if hasattr(s, 'max_rows'): return s.max_rows
+        if isinstance(s, EndpointStore): return ROW_CAP
+    return None
+
+_PROLOGUE = re.compile(r'(?:\s+|#[^\n]*|(?:PREFIX\s+[\w.-]*:|BASE)\s*<[^<>\s]*>)*', re.I)
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|<[^<>\s]*>|[(){}]|[?$]\w+|\w+')
+_LIMIT = re.compile(r'\bLIMIT\s+(\d+)\s*(?:OFFSET\s+\d+\s*)?$|\bOFFSET\s+\d+\s+LIMIT\s+(\d+)\s*$', re.I)
+
+def split_select(query: str,  # a SPARQL query
+                ) -> tuple[str, str, list[str] | None]:
+    """(prologue, the rest, the names of the variables the SELECT projects): the names are None for `SELECT *` and
+    for a query that is not a SELECT."""
+    at = _PROLOGUE.match(query).end()
+    head, body = query[:at], query[at:]
+    m = re.match(r'SELECT\b', body, re.I)
+    if not m: return head, body, None
+    names, depth, prev = [], 0, ''
+    for t in _TOKEN.finditer(body, m.end()):
+        s = t.group()
+        if s in '()': depth += 1 if s == '(' else -1
+        elif depth == 0 and (s == '{' or s.upper() == 'WHERE'): return head, body, names or None
+        elif s[0] in '?$' and (depth == 0 or prev.upper() == 'AS'): names.append(s[1:])
+        prev = s
+    return head, body, None
+
+def bounded(query: str,  # a SPARQL query
+            cap: int,  # a row cap
+           ) -> bool:
+    "Whether `query` asks for at most `cap` rows itself (a `LIMIT` at its end): then a cap cannot have cut it."
+    m = _LIMIT.search(query)
+    return bool(m) and int(m.group(1) or m.group(2)) <= cap
+
+# %% ../nbs/30_kopl_sparql.ipynb #127420b1
+def _plain(store: SparqlStore, query: str) -> tuple[list[str], list[list]]:
+    "(variable names, rows of plain values) of `query`, as the store answers it."
+    if hasattr(store, 'solutions'): return store.solutions(query)
+    rows = store.select(query)
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    return names, [[r[n]['value'] if n in r else None for n in names] for r in rows]
+
+def _text(var: str) -> str: return f'IF(BOUND(?{var}), CONCAT("1", STR(?{var})), "0")'
+
+def _after(keys: list[str], last: list[str]) -> str:
+    "A FILTER keeping the rows whose `keys` come after the tuple of texts `last`."
+    cond = f'{keys[-1]} > {string_expr(last[-1])}'
+    for k, v in zip(keys[-2::-1], last[-2::-1]):
+        cond = f'{k} > {string_expr(v)} || ({k} = {string_expr(v)} && ({cond}))'
+    return f'FILTER({cond})'
+
+def read_whole(store: SparqlStore,  # where to run it
+               query: str,  # a SELECT
+               names: list[str],  # the variables it projects
+               page: int = PAGE,  # groups of equal rows per request: at most the store's row cap
+              ) -> list[list]:
+    "Every row of `query` (plain values in the order of `names`), read `page` groups of equal rows at a time."
+    if not names: raise RowCapError(f'cannot page a query that projects no variable:\n{query}')
+    head, body, _ = split_select(query)
+    keys = [f'?kgqa_k{i}' for i in range(len(names))]
+    texts = ' '.join(f'({_text(n)} AS {k})' for n, k in zip(names, keys))
+    out, last, seen = [], None, set()
+    while True:
+        after = '' if last is None else _after(keys, last)
+        got, rows = _plain(store, f'{head}SELECT {" ".join(keys)} (COUNT(*) AS ?kgqa_n) WHERE {{\n'
+                                  f'  {{ SELECT {texts} WHERE {{ {{\n{body}\n  }} }} }}\n  {after}\n}}\n'
+                                  f'GROUP BY {" ".join(keys)} ORDER BY {" ".join(keys)} LIMIT {page}')
+        if not rows: return out
+        at, n = [got.index(k[1:]) for k in keys], got.index('kgqa_n')
+        for r in rows:
+            key = tuple(r[a] for a in at)
+            if key in seen:  # the engine orders text unlike its `>`: the pages overlap
+                raise RowCapError(f'paging by text met the row {key} twice: {store!r} orders text unlike its `>`')
+            seen.add(key)
+            out += [[None if k == '0' else k[1:] for k in key] for _ in range(int(r[n]))]
+        if len(rows) < page: return out
+        last = list(key)
+
+# %% ../nbs/30_kopl_sparql.ipynb #04bdcf5f
+def solutions(store: SparqlStore,  # any store
+              query: str,  # a SELECT
+             ) -> tuple[list[str], list[list]]:
+    """(variable names, rows of plain values) of `query`, whole: a result of exactly the store's row cap
+    (`row_cap`) is read again in pages (`read_whole`), or raises `RowCapError`; any other comes as the store sent it."""
+    names, rows = _plain(store, query)
+    cap = row_cap(store)
+    if not cap or len(rows) != cap or bounded(query, cap): return names, rows
+    names = split_select(query)[2] or names
+    try:
+        whole = read_whole(store, query, names, min(cap, PAGE))
+        why = '' if len(whole) >= len(rows) else f'reading it in pages gave {len(whole):,} rows'
+    except SparqlError as e: why = f'reading it in pages failed ({e})'
+    if why: raise RowCapError(f'{store!r} answered exactly {cap:,} rows, the most it returns for one query (its row '
+                              f'cap, e.g. Virtuoso\'s ResultSetMaxRows), so the result may be cut; {why}. The query:'
+                              f'\n{query}')
+    return names, whole
 
 # %% ../nbs/30_kopl_sparql.ipynb #5161e8d3
 class _Query:

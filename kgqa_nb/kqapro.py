@@ -13,7 +13,8 @@ from .experiments import ExperimentError
 from .pipeline import Question, Stages, execute_answers, is_crashed
 
 # %% auto #0
-__all__ = ['KQAPRO_NEEDED', 'resolve_kqapro_folder', 'record_category', 'kqapro_questions', 'kqapro_stages', 'kqapro_rescore']
+__all__ = ['KQAPRO_NEEDED', 'NATURAL_DEV', 'resolve_kqapro_folder', 'split_records', 'record_category', 'kqapro_questions',
+           'kqapro_stages', 'kqapro_rescore']
 
 # %% ../nbs/35_kqapro.ipynb #cb77e7d0
 KQAPRO_NEEDED = ('kb.json', 'val.json')
@@ -29,6 +30,22 @@ def resolve_kqapro_folder(data_dir: str | Path | None = None,  # folder holding 
     return demo_benchmark(), (f'No KQA Pro KB/val files under {logical_path(folder)}: '
                               'running on the shipped demo benchmark instead.')
 
+# %% ../nbs/35_kqapro.ipynb #a7c1d2e4
+NATURAL_DEV = 'natural_dev'  # the split name of the hand-written natural-wording dev set (demo KB only)
+
+def split_records(folder: str | Path,  # a KQA Pro-style folder
+                  split: str,  # one of its splits (a `<split>.json` file), or `NATURAL_DEV` for the demo KB
+                 ) -> list[dict]:
+    "The records of one split of the folder; `NATURAL_DEV` is the shipped natural-wording dev set."
+    from kgqa_nb.benchgen import load_kqapro_split, demo_kb_dict
+    if split != NATURAL_DEV: return load_kqapro_split(folder, split)
+    import json
+    from kgqa_nb.natural_dev import natural_dev
+    kb = Path(folder)/'kb.json'
+    if not kb.exists() or json.loads(kb.read_text(encoding='utf-8')) != demo_kb_dict():
+        raise ExperimentError(f'the {NATURAL_DEV} split asks about the demo KB, and {logical_path(kb)} is another KB')
+    return natural_dev()
+
 # %% ../nbs/35_kqapro.ipynb #e83750a7
 def record_category(rec: dict) -> str:
     "A KQA Pro record's category: its own 'category', else the first one its gold program implies, else 'Other'."
@@ -42,8 +59,7 @@ def kqapro_questions(folder: str | Path,  # a KQA Pro-style folder
                      seed: int = 0,  # sample seed
                     ) -> list[Question]:
     "A seeded sample of a KQA Pro split, balanced over categories, as pipeline `Question`s."
-    from kgqa_nb.benchgen import load_kqapro_split
-    recs = load_kqapro_split(folder, split)
+    recs = split_records(folder, split)
     if recs and all(r.get('answer') is None for r in recs):
         raise ExperimentError(f'{Path(folder)/split}.json has no answers to score against; use the val split')
     by_cat = {}

@@ -13,7 +13,7 @@ import numpy as np
 from .core import KGQAError, cache_dir
 from .kg import load_kb
 from .rdf import BACKWARD_NS, FORWARD_NS, KEY_NS, VALUE_NS, Pred, item_iri, iri_name, key_iri, stored_iri
-from .kopl_sparql import PREFIXES, as_store, kb_hash, read_key_types, solutions, string_expr
+from .kopl_sparql import PREFIXES, as_store, kb_hash, read_key_types, row_cap, solutions, string_expr
 
 # %% auto #0
 __all__ = ['KG_SOURCES', 'RemoteKGError', 'NeedsLocalKG', 'RemoteVocabulary', 'paged', 'store_source', 'store_fingerprint',
@@ -62,6 +62,7 @@ def paged(store,  # a `SparqlStore`
          ) -> list[list]:
     """Every row of `SELECT select WHERE { where }` in the order of `key`, `page` rows at a time: each page starts
     after the last key seen (keyset paging), so that no engine sorts or skips more than one page."""
+    page = min(page, row_cap(store) or page)  # a full page is then never a cut one
     out, last, at = [], None, select.replace('DISTINCT', '').split().index(key)
     order = key if numeric else f'STR({key})'
     while True:
