@@ -10,7 +10,8 @@ import os
 import random
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 from datetime import date, timedelta
 from pathlib import Path
 import numpy as np
@@ -139,11 +140,17 @@ class Lexicon:
     time_keys: dict = field(default_factory=dict)  # time key -> ([clause verbs], [verify questions], [when questions])
     comparatives: dict = field(default_factory=dict)  # quantity key -> (greater, less, largest, smallest)
     concepts: dict = field(default_factory=dict)  # concept -> (singular noun, plural noun)
+    wordings: dict = field(default_factory=dict)  # slot -> extra wordings (levels builds only; see `Renderer.pick`)
+    test_wordings: dict = field(default_factory=dict)  # slot -> wordings held out of train (levels builds only)
 
     def merged(self, other: 'Lexicon') -> 'Lexicon':
         "This lexicon with `other`'s entries added (they win)."
-        return Lexicon(*[{**getattr(self, f), **getattr(other, f)} for f in ('relations', 'time_keys',
-                                                                             'comparatives', 'concepts')])
+        return Lexicon(*[{**getattr(self, f.name), **getattr(other, f.name)} for f in fields(Lexicon)])
+
+    @cached_property
+    def held_out(self) -> frozenset:
+        "Every test wording: what a levels build never lets a train question use."
+        return frozenset(w for ws in self.test_wordings.values() for w in ws)
 
 DEFAULT_LEXICON = Lexicon(
     relations={
@@ -383,15 +390,23 @@ NUM_OPS = {'<': ['less than', 'below', 'under'], '>': ['greater than', 'more tha
 
 class Renderer:
     "Words programs' pieces with random (seeded) wordings, and records the entity/value mentions it inserts."
-    def __init__(self, rng: random.Random, lexicon: Lexicon = DEFAULT_LEXICON):
-        self.rng, self.lex, self.mentions = rng, lexicon, []
+    def __init__(self, rng: random.Random, lexicon: Lexicon = DEFAULT_LEXICON,
+                 wording: str | None = None,  # None: the classic wordings; 'seen' or 'heldout' (see `Renderer.pick`)
+                ):
+        self.rng, self.lex, self.mentions, self.wording, self.used = rng, lexicon, [], wording, []
 
-    def choice(self, options: list) -> str: return self.rng.choice(options)
+    def choice(self, options: list, also: tuple = ()) -> str:
+        return self.rng.choice(options) if self.wording is None else self.pick(options, also)
+    def alt(self, text: str, also: tuple = ()) -> str:  # a KG name or fixed phrase (or, in levels builds, a paraphrase)
+        return text if self.wording is None else self.pick([text], also)
+    def put(self, text: str, slot: str, name: str) -> str:  # `name` (or a paraphrase) for `slot` when `text` has it
+        return text.replace(slot, self.alt(name)) if slot in text else text
     def mention(self, text: str) -> str:
         self.mentions.append(text); return text
 
     def noun(self, concept: str, plural_: bool = False) -> str:
         sg, pl = self.lex.concepts.get(concept, (concept, plural(concept)))
+        if self.wording is not None and (alt := self.alt(sg)) != sg: sg, pl = alt, plural(alt)
         return pl if plural_ else sg
 
     def value(self, v: Value) -> str:
@@ -419,7 +434,7 @@ class Renderer:
                 options = ['whose {r} is {e}', 'with {r} {e}', 'that {has} {e} as {r}']
             else:  # the located entities are the objects: anchor -relation-> X
                 options = ['that {is} the {r} of {e}', 'that {is} {e}\'s {r}']
-        text = self.choice(options).replace('{r}', relation)
+        text = self.put(self.choice(options), '{r}', relation)
         return self.agree(text, plural_).replace('{e}', anchor)
 
     def attr_clause(self, key: str, v: Value, op: str, plural_: bool) -> str:
@@ -428,13 +443,13 @@ class Renderer:
         opts = ['whose {k} is {ov}', 'with {k} {ov}', 'that {has} a {k} {ov}'] if v.type != 'string' else \
                ['whose {k} is {ov}', 'with {k} {ov}', 'that {has} {ov} as {k}']
         t = self.choice(opts)
-        return self.agree(t, plural_).replace('{k}', key).replace('{ov}', self.op_value(v, op))
+        return self.put(self.agree(t, plural_), '{k}', key).replace('{ov}', self.op_value(v, op))
 
     def qual_clause(self, qkey: str, v: Value, op: str) -> str:
         if qkey == 'point in time' and op == '=' and v.type == 'year' and self.rng.random() < 0.5:
             return f'in {self.value(v)}'
         t = self.choice(['({k} {ov})', 'with {k} {ov}', 'where the {k} is {ov}', 'when the {k} was {ov}'])
-        return t.replace('{k}', qkey).replace('{ov}', self.op_value(v, op))
+        return self.put(t, '{k}', qkey).replace('{ov}', self.op_value(v, op))
 
     def clauses(self, loc: Loc, plural_: bool) -> str:
         parts = []
@@ -466,6 +481,21 @@ def skeleton(question: str, mentions: list[str]) -> str:
         if m: question = question.replace(m, '<E>')
     return question
 
+# %% ../nbs/09_benchgen.ipynb #7a1c0e02
+def _pick(self: Renderer, options: list, also: tuple = ()) -> str:
+    "A wording among `options` and the extras of their slots (`options[0]` and `also`), by the renderer's mode."
+    opts = list(options)
+    for slot in (options[0], *also): opts += self.lex.wordings.get(slot, []) + self.lex.test_wordings.get(slot, [])
+    opts = list(dict.fromkeys(opts))
+    held = [o for o in opts if o in self.lex.held_out]
+    seen = [o for o in opts if o not in self.lex.held_out]
+    if not seen and self.wording == 'seen': raise KGQAError(f'every wording of slot {options[0]!r} is held out')
+    out = self.rng.choice(held if self.wording == 'heldout' and held else seen)
+    if len(opts) > 1 or out in self.lex.held_out: self.used.append(out)
+    return out
+
+Renderer.pick = _pick
+
 # %% ../nbs/09_benchgen.ipynb #ace3eafa
 @dataclass
 class Draft:
@@ -477,12 +507,15 @@ class Draft:
     mentions: list
     kind: str  # 'entity' | 'value' | 'count' | 'boolean' | 'relation'
     must_choose: list = field(default_factory=list)  # names that belong among the choices (SelectBetween)
+    wordings: list = field(default_factory=list)  # the wordings it was built from (levels builds)
 
 # %% ../nbs/09_benchgen.ipynb #20f249dd
 class Templates:
     "The question templates, sampling over one KG."
-    def __init__(self, ix: KBIndex, executor: KoPLExecutor, lexicon: Lexicon = DEFAULT_LEXICON):
-        self.ix, self.ex, self.lex = ix, executor, lexicon
+    def __init__(self, ix: KBIndex, executor: KoPLExecutor, lexicon: Lexicon = DEFAULT_LEXICON,
+                 wording: str | None = None,  # None (classic), 'seen' or 'heldout': the renderers' mode
+                ):
+        self.ix, self.ex, self.lex, self.wording = ix, executor, lexicon, wording
         self.by_category = {
             'Multi-hop': [self.mh_query_name, self.mh_query_name, self.mh_query_attr, self.mh_query_relation],
             'Qualifier': [self.q_attr_qualifier, self.q_relation_qualifier, self.q_attr_under_condition, self.q_filter],
@@ -493,7 +526,12 @@ class Templates:
         }
 
     def _draft(self, r: Renderer, category: str, template: str, steps: list, question: str, kind: str, **kw) -> Draft:
-        return Draft(category, template, steps, capitalize(question), r.mentions, kind, **kw)
+        return Draft(category, template, steps, capitalize(question), r.mentions, kind, wordings=r.used, **kw)
+
+    def _renderer(self, rng: random.Random) -> Renderer:
+        "The draft's renderer: on `rng` (classic), or on a generator of its own, so that wording never moves `rng`."
+        if self.wording is None: return Renderer(rng, self.lex)
+        return Renderer(random.Random(rng.getrandbits(64)), self.lex, self.wording)
 
     def _some_loc(self, e: int, rng: random.Random, with_qual: bool = False) -> Loc | None:
         "A locating branch for target `e`: by relation (1 or 2 hops) or by attribute filter."
@@ -519,7 +557,7 @@ class Templates:
         e = self.ix.pick(rng, 'rel')
         loc = self._some_loc(e, rng) if e is not None else None
         if loc is None or (loc := self._narrow_to(loc, e, rng)) is None: return None
-        r = Renderer(rng, self.lex)
+        r = self._renderer(rng)
         d = r.describe(loc, 'bare')
         q = r.choice(['Which is the {d}?', 'What is the {d}?', 'Name the {d}.', 'Tell me the {d}.', 'Identify the {d}.',
                       'Which one is the {d}?']).replace('{d}', d)
@@ -528,8 +566,9 @@ class Templates:
     def _key_question(self, r: Renderer, key: str, d: str, v: Value) -> str:
         if key in self.lex.time_keys and v.type in ('year', 'date') and r.rng.random() < 0.6:
             return r.choice(self.lex.time_keys[key][2]).replace('{d}', d)
-        return r.choice(['What is the {k} of {d}?', 'Tell me the {k} of {d}.', 'What {k} does {d} have?',
-                         'Give the {k} of {d}.']).replace('{k}', key).replace('{d}', d)
+        q = r.choice(['What is the {k} of {d}?', 'Tell me the {k} of {d}.', 'What {k} does {d} have?',
+                      'Give the {k} of {d}.'], also=(f'What is the {key} of {{d}}?',))
+        return r.put(q, '{k}', key).replace('{d}', d)
 
     def mh_query_attr(self, rng: random.Random) -> Draft | None:
         e = self.ix.pick(rng, 'attr')
@@ -538,7 +577,7 @@ class Templates:
         a = rng.choice(single)
         loc = unique_loc(self.ix, e, rng, self.ex, p_name=0.0, hops=rng.choice([1, 1, 2]), exclude={a.key})
         if loc is None or loc.name is not None: return None
-        r = Renderer(rng, self.lex)
+        r = self._renderer(rng)
         q = self._key_question(r, a.key, r.describe(loc, 'the'), a.value)
         return self._draft(r, 'Multi-hop', 'query_attr', loc.steps + [('QueryAttr', [a.key])], q, 'value')
 
@@ -551,7 +590,7 @@ class Templates:
         loc = unique_loc(self.ix, f.other, rng, self.ex, p_name=0.0)
         if loc is None or loc.name is not None or any(c[0] == 'rel' and c[1] == f.relation for c in loc.clauses):
             return None
-        r = Renderer(rng, self.lex)
+        r = self._renderer(rng)
         a = r.mention(self.ix.kg.names[e])
         b = r.describe(loc, 'the')
         q = r.choice(['How is {a} related to {b}?', 'What is the relation from {a} to {b}?',
@@ -583,12 +622,13 @@ class Templates:
         e, a = got
         if a.value.type == 'quantity' and float(num_text(a.value.value)) != a.value.value: return None
         qk = rng.choice(sorted(a.quals))
-        r = Renderer(rng, self.lex)
+        r = self._renderer(rng)
         d, v = r.mention(self.ix.kg.names[e]), r.value(a.value)
         opts = ['What is the {q} of the {k} of {d} that is {v}?', 'For {d}, whose {k} is {v}, what is the {q}?',
                 '{d} has {k} {v}: what is the {q} of that?', 'What {q} goes with {d}\'s {k} of {v}?']
         if qk == 'point in time': opts += ['When was the {k} of {d} {v}?', 'When did {d} have a {k} of {v}?']
-        q = r.choice(opts).replace('{q}', qk).replace('{k}', a.key).replace('{d}', d).replace('{v}', v)
+        q = r.put(r.put(r.choice(opts, also=(f'{qk} of {a.key}',)), '{q}', qk), '{k}', a.key)
+        q = q.replace('{d}', d).replace('{v}', v)
         steps = [('Find', [self.ix.kg.names[e]]), ('QueryAttrQualifier', [a.key, value_text(a.value), qk])]
         return self._draft(r, 'Qualifier', 'query_attr_qualifier', steps, q, 'value')
 
@@ -600,7 +640,7 @@ class Templates:
         if not facts: return None
         f = rng.choice(facts)
         qk = rng.choice(sorted(f.quals))
-        r = Renderer(rng, self.lex)
+        r = self._renderer(rng)
         a, b = r.mention(self.ix.kg.names[e]), r.mention(self.ix.kg.names[f.other])
         opts = ['What is the {q} of {a}\'s {r} {b}?', 'For {a} and {b}, its {r}, what is the {q}?',
                 '{b} is the {r} of {a}: what is the {q}?', 'What was the {q} of the {r} {b} of {a}?']
@@ -610,7 +650,8 @@ class Templates:
                       'end time': 'Until when was {b} the {r} of {a}?'}[qk]]
             if f.relation == 'award received' and qk == 'point in time':
                 opts += ['When did {a} receive {b}?', 'When was {a} awarded {b}?']
-        q = r.choice(opts).replace('{q}', qk).replace('{r}', f.relation).replace('{a}', a).replace('{b}', b)
+        q = r.put(r.put(r.choice(opts, also=(f'{qk} of {f.relation}',)), '{q}', qk), '{r}', f.relation)
+        q = q.replace('{a}', a).replace('{b}', b)
         steps = [('Find', [self.ix.kg.names[e]]), ('Find', [self.ix.kg.names[f.other]]),
                  ('QueryRelationQualifier', [f.relation, qk])]
         return self._draft(r, 'Qualifier', 'query_relation_qualifier', steps, q, 'value')
@@ -619,14 +660,15 @@ class Templates:
         got = self._condition(rng)
         if got is None: return None
         e, a, qk, qv = got
-        r = Renderer(rng, self.lex)
+        r = self._renderer(rng)
         d = r.mention(self.ix.kg.names[e])
         cond = f'in {r.value(qv)}' if qk == 'point in time' and rng.random() < 0.6 else \
-               r.choice(['when its {q} was {v}', 'with {q} {v}', '({q}: {v})']).replace('{q}', qk).replace(
+               r.put(r.choice(['when its {q} was {v}', 'with {q} {v}', '({q}: {v})']), '{q}', qk).replace(
                    '{v}', r.value(qv))
         q = r.choice(['What was the {k} of {d} {c}?', 'Tell me the {k} of {d} {c}.', '{c}, what was the {k} of {d}?'
-                      if cond.startswith('in ') else 'What {k} did {d} have {c}?'])
-        q = q.replace('{k}', a.key).replace('{d}', d).replace('{c}', cond)
+                      if cond.startswith('in ') else 'What {k} did {d} have {c}?'],
+                     also=(f'What was the {a.key} of {{d}} {{c}}?',))
+        q = r.put(q, '{k}', a.key).replace('{d}', d).replace('{c}', cond)
         steps = [('Find', [self.ix.kg.names[e]]), ('QueryAttrUnderCondition', [a.key, qk, value_text(qv)])]
         return self._draft(r, 'Qualifier', 'query_attr_under_condition', steps, q, 'value')
 
@@ -638,7 +680,7 @@ class Templates:
         loc = (rel_loc(self.ix, e, rng, with_qual=True, qual_type=t) if kind == 'rel'
                else attr_loc(self.ix, e, rng, with_qual=True, qual_type=t))
         if loc is None: return None
-        r = Renderer(rng, self.lex)
+        r = self._renderer(rng)
         if rng.random() < 0.5:
             loc = self._narrow_to(loc, e, rng)
             if loc is None: return None
@@ -656,9 +698,9 @@ class Templates:
     def _comparative(self, r: Renderer, key: str, greater: bool) -> tuple[str, bool]:
         "('taller', True) from the lexicon, or a generic ('a greater height', False)."
         if key in self.lex.comparatives and r.rng.random() < 0.7:
-            return self.lex.comparatives[key][0 if greater else 1], True
+            return r.alt(self.lex.comparatives[key][0 if greater else 1]), True
         more = r.choice(['greater', 'larger', 'higher'] if greater else ['smaller', 'lower', 'less'])
-        return r.choice(['{m} {k}', 'a {m} {k}']).replace('{m}', more).replace('{k}', key), False
+        return r.put(r.choice(['{m} {k}', 'a {m} {k}']).replace('{m}', more), '{k}', key), False
 
     def c_select_between(self, rng: random.Random) -> Draft | None:
         a = self.ix.pick(rng, 'quantity')
@@ -676,7 +718,7 @@ class Templates:
             if fb: break
         else: return None
         greater = rng.random() < 0.5
-        r = Renderer(rng, self.lex)
+        r = self._renderer(rng)
         na, nb = self.ix.kg.names[a], self.ix.kg.names[b]
         if rng.random() < 0.5: na, nb = nb, na
         ma, mb = r.mention(na), r.mention(nb)
@@ -703,13 +745,13 @@ class Templates:
                                                             else attr_loc(self.ix, e, rng))
         if loc is None: return None
         largest = rng.random() < 0.5
-        r = Renderer(rng, self.lex)
+        r = self._renderer(rng)
         if fa.key in self.lex.comparatives and rng.random() < 0.7:
-            sup = self.lex.comparatives[fa.key][2 if largest else 3]
+            sup = r.alt(self.lex.comparatives[fa.key][2 if largest else 3])
             opts = ['Which {d} is the {s}?', 'Among the {p}, which is the {s}?', 'What is the {s} {d}?']
         else:
             sup = r.choice(['largest', 'highest', 'greatest'] if largest
-                           else ['smallest', 'lowest', 'least']) + ' ' + fa.key
+                           else ['smallest', 'lowest', 'least']) + ' ' + r.alt(fa.key)
             opts = ['Which {d} has the {s}?', 'Among the {p}, which one has the {s}?', 'What {d} has the {s}?']
         t = r.choice(opts)
         d = r.describe(loc, 'plural' if '{p}' in t else 'bare')
@@ -741,7 +783,7 @@ class Templates:
         got = self._two_branches(rng, same_target=(join == 'And'))
         if got is None: return None
         l1, l2 = got
-        r = Renderer(rng, self.lex)
+        r = self._renderer(rng)
         q = r.choice(phrasings).replace('{d}', self._joined(r, l1, l2, join.lower(), query == 'Count'))
         template = f'{join.lower()}_{"name" if query == "QueryName" else "count"}'
         return self._draft(r, 'Logical', template, l1.steps + l2.steps + [(join, []), (query, [])], q, answer_type)
@@ -766,7 +808,7 @@ class Templates:
         if loc is None: return None
         if rng.random() < 0.3 and (extra := attr_clause(self.ix, e, rng)) is not None:
             _insert_before_last(loc, extra[0]); loc.clauses.append(extra[1])
-        r = Renderer(rng, self.lex)
+        r = self._renderer(rng)
         q = r.choice(['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.',
                       'Give the number of {d}.',
                       'Tell me how many {d} there are.']).replace('{d}', r.describe(loc, 'plural'))
@@ -797,7 +839,7 @@ class Templates:
         else:
             opts = ['Is the {k} of {d} {ov}?', 'Does {d} have a {k} {ov}?', 'Is it true that the {k} of {d} is {ov}?',
                     'Would it be right to say that the {k} of {d} is {ov}?', 'Is the {k} that {d} has {ov}?']
-        return r.choice(opts).replace('{k}', key).replace('{d}', d).replace('{ov}', ov)
+        return r.put(r.choice(opts), '{k}', key).replace('{d}', d).replace('{ov}', ov)
 
     def v_query_attr(self, rng: random.Random) -> Draft | None:
         e = self.ix.pick(rng, 'attr')
@@ -807,7 +849,7 @@ class Templates:
         loc = unique_loc(self.ix, e, rng, self.ex, p_name=0.5, hops=rng.choice([1, 1, 2]), exclude={a.key})
         if loc is None: return None
         fn, t, op = self._verify_target(a.key, a.value, rng)
-        r = Renderer(rng, self.lex)
+        r = self._renderer(rng)
         q = self._verify_question(r, a.key, r.describe(loc, 'the'), t, op)
         steps = loc.steps + [('QueryAttr', [a.key]), (fn, [value_text(t)] + ([] if fn == 'VerifyStr' else [op]))]
         return self._draft(r, 'Verify', 'verify_attr', steps, q, 'boolean')
@@ -817,12 +859,12 @@ class Templates:
         if got is None: return None
         e, a, qk, qv = got
         fn, t, op = self._verify_target(a.key, a.value, rng)
-        r = Renderer(rng, self.lex)
+        r = self._renderer(rng)
         d = r.mention(self.ix.kg.names[e])
         cond = f'in {r.value(qv)}' if qk == 'point in time' else f'when its {qk} was {r.value(qv)}'
         ov = r.op_value(t, op)
         q = r.choice(['Was the {k} of {d} {ov} {c}?', '{C}, was the {k} of {d} {ov}?', 'Did {d} have a {k} {ov} {c}?'])
-        q = q.replace('{k}', a.key).replace('{d}', d).replace('{ov}', ov).replace('{C}', cond).replace('{c}', cond)
+        q = r.put(q, '{k}', a.key).replace('{d}', d).replace('{ov}', ov).replace('{C}', cond).replace('{c}', cond)
         steps = [('Find', [self.ix.kg.names[e]]), ('QueryAttrUnderCondition', [a.key, qk, value_text(qv)]),
                  (fn, [value_text(t)] + ([] if fn == 'VerifyStr' else [op]))]
         return self._draft(r, 'Verify', 'verify_under_condition', steps, q, 'boolean')
@@ -942,12 +984,13 @@ class BenchmarkGenerator:
     "Samples, checks, words and equips questions over one KB."
     def __init__(self, kb: dict | KG,  # a KB dict in either KQA Pro schema, or a `KG`
                  lexicon: Lexicon | None = None,  # extra wordings (added to `DEFAULT_LEXICON`)
+                 test_wordings: bool = False,  # word each question for train and again for test (levels builds)
                 ):
         self.kg = kb if isinstance(kb, KG) else from_kopl_dict(kb)
         self.ix = KBIndex(self.kg)
         self.ex = KoPLExecutor(self.kg)
         self.lex = DEFAULT_LEXICON.merged(lexicon) if lexicon else DEFAULT_LEXICON
-        self.templates = Templates(self.ix, self.ex, self.lex)
+        self.templates = Templates(self.ix, self.ex, self.lex, 'seen' if test_wordings else None)
         self.choices = Choices(self.ix)
         self.dropped = Counter()  # drafts dropped because the executor rejected their program, by error class
 
@@ -961,7 +1004,8 @@ class BenchmarkGenerator:
         answer_type = self.kg.value(out.table, int(out.rows[0])).type if draft.kind == 'value' else draft.kind
         return {'question': draft.question, 'program': program, 'choices': self.choices.make(draft, answer, out, rng),
                 'answer': answer, 'category': draft.category, 'template': draft.template, 'answer_type': answer_type,
-                'skeleton': skeleton(draft.question, draft.mentions)}
+                'skeleton': skeleton(draft.question, draft.mentions),
+                **({} if self.templates.wording is None else {'wordings': draft.wordings})}
 
     def generate_questions(self, category: str, n: int, seed: int = 0,
                            max_answer_share: float = 0.1,  # at most this share of one answer (not for yes/no)
@@ -976,13 +1020,16 @@ class BenchmarkGenerator:
         out, seen_programs, seen_questions, answers = [], set(), set(), Counter()
         for _ in range(max_attempts or 100 * n):
             if len(out) >= n: break
-            draft = rng.choice(fns)(rng)
+            fn = rng.choice(fns)
+            state = None if self.templates.wording is None else rng.getstate()  # to word it again for test
+            draft = fn(rng)
             if draft is None: continue
             sig = json.dumps(draft.steps)
             if sig in seen_programs or draft.question in seen_questions: continue
             rec = self.record(draft, rng)
             if rec is None or answers[rec['answer']] >= cap: continue
             seen_programs.add(sig); seen_questions.add(draft.question); answers[rec['answer']] += 1
+            if state is not None: rec.update(self.test_wording(fn, state, draft))
             out.append(rec)
         return out
 
@@ -1011,6 +1058,24 @@ def generate_benchmark(kb: dict | KG,  # a KB dict in either KQA Pro schema (or 
             splits[s].extend(qs)
     for s in SPLITS: random.Random(f'order/{seed}/{s}').shuffle(splits[s])
     return splits
+
+# %% ../nbs/09_benchgen.ipynb #7a1c0e05
+def _test_wording(self: BenchmarkGenerator, fn,  # the template method that drew `draft`
+                  state: tuple,  # the generator's state just before it did
+                  draft: Draft,  # what it drew
+                 ) -> dict:
+    "The draft worded again, with the held-out test wordings: 'test_question', 'test_skeleton', 'test_wordings'."
+    rng = random.Random()
+    rng.setstate(state)
+    self.templates.wording = 'heldout'
+    try: twin = fn(rng)
+    finally: self.templates.wording = 'seen'
+    if twin is None or twin.steps != draft.steps:
+        raise KGQAError(f'{draft.template}: the test wording moved the program')
+    return {'test_question': twin.question, 'test_skeleton': skeleton(twin.question, twin.mentions),
+            'test_wordings': twin.wordings}
+
+BenchmarkGenerator.test_wording = _test_wording
 
 # %% ../nbs/09_benchgen.ipynb #6c8442a9
 KQAPRO_FIELDS = ('question', 'choices', 'program', 'sparql', 'answer', 'category')
