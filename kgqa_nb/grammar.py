@@ -567,6 +567,7 @@ _GRAMMARS: dict = {}
 def program_grammar(fmt: str,  # 'codealign', 'symkgqa' or 'kbcoder'
                     level: str = 'syntax',  # 'syntax' or 'kg' (see `LEVELS`)
                     kg=None,  # the KG whose names the 'kg' level allows
+                    vocab: KGVocabulary | None = None,  # 'kg' level: these names instead of the KG's (never cached)
                     **limits,  # max_depth=, max_steps=, max_branches=
                    ) -> Grammar | None:
     "The grammar of a program format at a constraint level (None for 'off'); built once per (format, level, KG)."
@@ -574,6 +575,7 @@ def program_grammar(fmt: str,  # 'codealign', 'symkgqa' or 'kbcoder'
     if level not in LEVELS:
         raise GrammarError(f'unknown constraint level {level!r}; expected one of {", ".join(LEVELS)}')
     if level == 'off': return None
+    if level == 'kg' and vocab is not None: return FORMATS[fmt](vocab, **limits)  # e.g. a question's retrieved names
     if level == 'kg' and kg is None: raise GrammarError("the 'kg' level needs the KG whose names it allows (kg=)")
     key = (fmt, level, vocabulary_fingerprint(kg) if level == 'kg' else None, tuple(sorted(limits.items())))
     if key not in _GRAMMARS:

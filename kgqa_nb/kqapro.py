@@ -83,6 +83,7 @@ def kqapro_stages(folder: str | Path,  # a KQA Pro-style folder (kb.json, train.
                   theta: float = 0.5,  # facts threshold
                   kg_backend: str = 'memory',  # where programs run: 'memory', 'oxigraph' or a SPARQL endpoint URL
                   kg_source: str = 'auto',  # the KG the other stages read: 'local', 'endpoint', 'auto' (`stages_kg`)
+                  schema: bool = False,  # build the schema retriever (`PipelineConfig.schema`)
                  ) -> Stages:
     "The stages of a KQA Pro run over the folder's KB (in memory, or read from the endpoint with `kg_source`)."
     from kgqa_nb.benchgen import load_kqapro_split
@@ -93,6 +94,7 @@ def kqapro_stages(folder: str | Path,  # a KQA Pro-style folder (kb.json, train.
     from kgqa_nb.demos import DemoIndex, coverage_pool
     from kgqa_nb.facts import FactsExtractor
     from kgqa_nb.kopl_sparql import kg_executor
+    from kgqa_nb.schema import SchemaRetriever
     folder = Path(folder)
     kg = stages_kg(folder/'kb.json', kg_backend, kg_source)
     index = KGIndex(kg, progress=False)
@@ -104,7 +106,7 @@ def kqapro_stages(folder: str | Path,  # a KQA Pro-style folder (kb.json, train.
     return Stages(backend, kg_executor(kg, kg_backend), EntityLinker(kg, index).link,
                   demos=list(DemoPool.manual_kqapro()),
                   demo_index=DemoIndex(pool, kg=kg), facts=FactsExtractor(kg, theta=theta), grounder=grounder,
-                  execute=execute_answers)
+                  execute=execute_answers, schema=SchemaRetriever(kg) if schema else None)
 
 # %% ../nbs/35_kqapro.ipynb #63f25e5d
 def kqapro_rescore(rec: dict) -> dict:

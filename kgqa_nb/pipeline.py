@@ -22,13 +22,15 @@ from .facts import prompt_facts
 from .llm import Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error
 from .parse import ParseResult, parse_generation
 from .prompts import Demo, PromptParts, codealign_prompt, symkgqa_prompt
+from .grammar import kg_vocabulary, program_grammar
+from .schema import restricted_vocabulary, schema_block
 
 # %% auto #0
 __all__ = ['SYSTEMS', 'CONSTRAIN_LEVELS', 'LATER_FIELDS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'PipelineConfig',
-           'PipelineError', 'execute_answers', 'Stages', 'constraint_grammar', 'with_facts', 'build_prompt',
-           'ground_and_execute', 'score', 'answer_question', 'is_crashed', 'read_records', 'run_pipeline', 'summarize',
-           'failure_stage', 'interleave', 'subsample', 'question_counts', 'incomplete', 'summary_table',
-           'failure_table', 'grounding_table']
+           'PipelineError', 'execute_answers', 'Stages', 'constraint_grammar', 'with_facts', 'with_schema',
+           'question_grammar', 'build_prompt', 'ground_and_execute', 'score', 'answer_question', 'is_crashed',
+           'read_records', 'run_pipeline', 'summarize', 'failure_stage', 'interleave', 'subsample', 'question_counts',
+           'incomplete', 'summary_table', 'failure_table', 'grounding_table']
 
 # %% ../nbs/18_pipeline.ipynb #050009b9
 @dataclass
@@ -43,7 +45,8 @@ class Question:
 # %% ../nbs/18_pipeline.ipynb #e5699878
 SYSTEMS = ('codealign', 'symkgqa')
 CONSTRAIN_LEVELS = ('off', 'syntax', 'kg')  # as `kgqa_nb.grammar.LEVELS`
-LATER_FIELDS = {'constrain': 'off'}  # fields added after records were committed, and their defaults
+LATER_FIELDS = {'constrain': 'off', 'schema': 0, 'schema_grammar': False}  # fields added after records were
+                                                                           # committed, and their defaults
 
 @dataclass(frozen=True)
 class PipelineConfig:
@@ -60,6 +63,8 @@ class PipelineConfig:
     sampling_retries: int = 0  # sampled re-generations when the grounded program fails (SymKGQA: 2)
     max_tokens: int = 200  # generation limit per call
     constrain: str = 'off'  # decode under a grammar: 'off', 'syntax' (the program format), 'kg' (and the KG's names)
+    schema: int = 0  # KG names retrieved per kind (`kgqa_nb.schema`) and shown in the prompt (0: none; codealign)
+    schema_grammar: bool = False  # the 'kg' grammar allows only those names (samples fall back to all of them)
 
     def __post_init__(self):
         if self.system not in SYSTEMS: raise ValueError(f'system must be one of {SYSTEMS}, got {self.system!r}')
@@ -69,6 +74,8 @@ class PipelineConfig:
             raise ValueError(f"demos must be 'manual' or 'dynamic', got {self.demos!r}")
         if self.constrain not in CONSTRAIN_LEVELS:
             raise ValueError(f'constrain must be one of {CONSTRAIN_LEVELS}, got {self.constrain!r}')
+        if self.schema_grammar and (self.constrain != 'kg' or self.schema < 1):
+            raise ValueError("schema_grammar needs constrain='kg' and schema > 0 (the names it keeps)")
 
     @classmethod
     def for_system(cls, system: str, **changes) -> PipelineConfig:
@@ -114,15 +121,18 @@ class Stages:
     demo_index: object | None = None  # a `kgqa_nb.demos.DemoIndex` (D' and dynamic demonstrations)
     facts: object | None = None  # a `kgqa_nb.facts.FactsExtractor`
     grounder: object | None = None  # a `kgqa_nb.grounding.Grounder`
+    schema: object | None = None  # a `kgqa_nb.schema.SchemaRetriever` (KG names for the prompt and the grammar)
     execute: Callable = execute_answers  # (executor, program, question, linked) -> answer list
     demo_facts: dict = field(default_factory=dict, repr=False)  # facts of demonstrations, filled by `with_facts`
     grammars: dict = field(default_factory=dict, repr=False)  # (system, level) -> GBNF, filled by `constraint_grammar`
+    demo_schema: dict = field(default_factory=dict, repr=False)  # (demo, k) -> schema text, filled by `with_schema`
 
     def check(self, cfg: PipelineConfig):
         "Fail before the first question when `cfg` needs a stage that is missing."
         need = [('facts', cfg.uses_facts, self.facts),
                 ('demo_index', cfg.demos == 'dynamic' or cfg.correction > 0, self.demo_index),
                 ('grounder', cfg.grounding, self.grounder),
+                ('schema', cfg.schema > 0, self.schema),
                 ('demos', cfg.demos == 'manual', self.demos)]
         missing = [name for name, needed, have in need if needed and not have]
         if missing: raise PipelineError(f'{cfg.name} needs Stages.{", Stages.".join(missing)}; '
@@ -159,10 +169,25 @@ def with_facts(st: Stages, demo: Demo, theta: float) -> Demo:
         st.demo_facts[key] = replace(demo, facts=prompt_facts(res.facts))
     return st.demo_facts[key]
 
-def build_prompt(cfg: PipelineConfig, question: str, linked, facts: list, demos: list) -> PromptParts:
-    "The prompt of `cfg.system` for one question."
+def with_schema(st: Stages, demo: Demo, k: int) -> Demo:
+    "The demonstration with the KG names retrieved for its own question (k per kind), retrieved once per `Stages`."
+    key = (demo.id or demo.question, k)
+    if key not in st.demo_schema:
+        st.demo_schema[key] = schema_block(st.schema.retrieve(demo.question, k, entities=demo.entities))
+    return replace(demo, schema=st.demo_schema[key])
+
+def question_grammar(cfg: PipelineConfig, st: Stages, retrieved) -> str | None:
+    "The grammar of a question's first program: `constraint_grammar`'s, or only the retrieved names (`schema_grammar`)."
+    if not cfg.schema_grammar: return constraint_grammar(cfg, st)
+    if ('vocabulary',) not in st.grammars: st.grammars[('vocabulary',)] = kg_vocabulary(st.executor.kg)
+    vocab = restricted_vocabulary(st.grammars[('vocabulary',)], retrieved)
+    return program_grammar(cfg.system, 'kg', vocab=vocab).gbnf()
+
+def build_prompt(cfg: PipelineConfig, question: str, linked, facts: list, demos: list, schema: str = '') -> PromptParts:
+    "The prompt of `cfg.system` for one question (`schema`: its retrieved KG names, CodeAlignKGQA only)."
     if cfg.system == 'symkgqa': return symkgqa_prompt(question, linked.entities, linked.concepts, demos=demos)
-    return codealign_prompt(question, linked.entities, linked.concepts, facts, demos=demos, include_facts=cfg.facts)
+    return codealign_prompt(question, linked.entities, linked.concepts, facts, demos=demos, include_facts=cfg.facts,
+                            schema=schema)
 
 def _llm_call(st: Stages, parts: PromptParts, decoding: Decoding, rec: dict, timings: dict) -> Completion:
     c = st.backend.complete(parts.text, decoding)
@@ -223,14 +248,19 @@ def answer_question(q: Question,  # the question
                                               theta=cfg.theta).facts)
     rec['facts'] = facts
     t = _clock(timings, 'facts', t)
+    retrieved = st.schema.retrieve(q.question, cfg.schema, entities=linked.entities) if cfg.schema else None
+    schema = schema_block(retrieved) if retrieved else ''
+    if retrieved: rec['schema'] = {kind: retrieved.names(kind) for kind in retrieved.matches}
+    t = _clock(timings, 'schema', t)
     if cfg.demos == 'dynamic':
         demos = st.demo_index.by_question(q.question, cfg.n_demos, entities=linked.entities, concepts=linked.concepts,
                                           exclude=[q.id, q.question], best_last=True)
     else: demos = list(st.demos)
     if cfg.uses_facts: demos = [with_facts(st, d, cfg.theta) for d in demos]
+    if cfg.schema: demos = [with_schema(st, d, cfg.schema) for d in demos]
     t = _clock(timings, 'retrieval', t)
-    parts = build_prompt(cfg, q.question, linked, facts, demos)
-    grammar = constraint_grammar(cfg, st)
+    parts = build_prompt(cfg, q.question, linked, facts, demos, schema)
+    grammar = question_grammar(cfg, st, retrieved)
     rec['constraint'] = dict(level=cfg.constrain, grammar=Decoding(grammar=grammar).constraint_id)
     fmt, decoding = cfg.system, Decoding(max_tokens=cfg.max_tokens, stop=parts.stop, grammar=grammar)
     c = _llm_call(st, parts, decoding, rec, timings); t = time.perf_counter()
@@ -241,8 +271,9 @@ def answer_question(q: Question,  # the question
         d_prime = st.demo_index.by_skeleton(res.sketch or [], cfg.n_correction_demos, exclude=[q.id, q.question],
                                             question=q.question, entities=linked.entities, concepts=linked.concepts)
         if cfg.uses_facts: d_prime = [with_facts(st, d, cfg.theta) for d in d_prime]
+        if cfg.schema: d_prime = [with_schema(st, d, cfg.schema) for d in d_prime]
         t = _clock(timings, 'retrieval', t)
-        parts = build_prompt(cfg, q.question, linked, facts, d_prime)
+        parts = build_prompt(cfg, q.question, linked, facts, d_prime, schema)
         c = _llm_call(st, parts, replace(decoding, stop=parts.stop), rec, timings); t = time.perf_counter()
         res = parse_generation(c.text, fmt, parts.answer_start)
         rec['attempts'].append(_attempt('correct', c, res, d_prime))
@@ -250,7 +281,8 @@ def answer_question(q: Question,  # the question
         if res.ok: break
     outcome = ground_and_execute(cfg, st, q, linked, res, timings)
     for k in range(cfg.sampling_retries if (outcome['error'] or not outcome['prediction']) else 0):
-        sampled = replace(decoding, temperature=0.3, top_k=30, stop=parts.stop, seed=k + 1)
+        sampled = replace(decoding, temperature=0.3, top_k=30, stop=parts.stop, seed=k + 1,
+                          grammar=constraint_grammar(cfg, st))  # all the KG's names again, if `schema_grammar` kept few
         c = _llm_call(st, parts, sampled, rec, timings); t = time.perf_counter()
         r2 = parse_generation(c.text, fmt, parts.answer_start)
         rec['attempts'].append(_attempt('sample', c, r2, demos))
@@ -411,6 +443,14 @@ NAMED_CONFIGS = {
                                                                      max_tokens=400),
     'symkgqa_kg': lambda linking='realistic': PipelineConfig.for_system('symkgqa', linking=linking, n_demos=2,
                                                                         constrain='kg', max_tokens=400),
+    # the KG names retrieved for the question (10 per kind, `kgqa_nb.schema`) shown in the prompt, and with
+    # `_restricted` the only names its first program may use (the samples may use all of the KG's)
+    'schema_kg_guided': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2,
+                                                                   facts=False, constrain='kg', sampling_retries=2,
+                                                                   max_tokens=400, schema=10),
+    'schema_restricted_guided': lambda linking='realistic': PipelineConfig(
+        linking=linking, demos='dynamic', n_demos=2, facts=False, constrain='kg', sampling_retries=2, max_tokens=400,
+        schema=10, schema_grammar=True),
 }
 
 def interleave(questions: Sequence[Question]) -> list[Question]:

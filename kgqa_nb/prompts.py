@@ -45,6 +45,7 @@ class Demo:
     facts: list = field(default_factory=list)  # question-specific facts, dicts like {'entity': ..., 'attribute': ...}
                                                # e.g. {'entity': 'Ireland', 'attribute': 'nominal GDP'}
     id: str = ''  # where it comes from, e.g. 'manual-3' or 'metaqa-2hop-dev-17'
+    schema: str = ''  # KG names retrieved for its question (`kgqa_nb.schema.schema_block`); '' shows none
 
 # %% ../nbs/11_prompts.ipynb #366ba7d3
 def _demo_from_record(rec: dict) -> Demo:
@@ -201,9 +202,10 @@ def codealign_question_block(question: str,  # the natural-language question
                              concepts: list | None = (),  # linked concept names; None: unknown, line left out
                              facts: list = (),  # question-specific facts (dicts)
                              include_facts: bool = True,  # print the facts variable
+                             schema: str = '',  # comment lines naming the KG's names retrieved for the question
                             ) -> str:
     "`question = ...`, `entities = ...`, `concepts = ...` and `facts = [...]` lines (an empty list prints as None)."
-    lines = [f'question = {question!r}']
+    lines = [f'question = {question!r}'] + ([schema] if schema else [])
     if entities is not None: lines.append(f'entities = {_py_list(entities)}')
     if concepts is not None: lines.append(f'concepts = {_py_list(concepts)}')
     if include_facts and facts:
@@ -213,7 +215,7 @@ def codealign_question_block(question: str,  # the natural-language question
 def codealign_demo(demo: Demo, k: int, include_facts: bool = True) -> str:
     "One demonstration: a comment header, the question block and the steps."
     return (f'# Example {k}\n' + codealign_question_block(demo.question, demo.entities, demo.concepts, demo.facts,
-                                                          include_facts)
+                                                          include_facts, demo.schema)
             + '\n' + codealign_steps(demo.program))
 
 CODEALIGN_ANSWER_START = 'expression_1 = START()\n'
@@ -224,6 +226,7 @@ def codealign_prompt(question: str,  # the test question
                      facts: list = (),  # its extracted facts
                      demos: list | None = None,  # `Demo`s; the manual KQA Pro pool by default
                      include_facts: bool = True,  # show facts in demonstrations and question
+                     schema: str = '',  # the KG names retrieved for the question (`kgqa_nb.schema.schema_block`)
                     ) -> PromptParts:
     "The CodeAlignKGQA prompt, split into a fixed prefix and the question part."
     demos = list(DemoPool.manual_kqapro() if demos is None else demos)
@@ -231,7 +234,7 @@ def codealign_prompt(question: str,  # the test question
                           *(codealign_demo(d, k, include_facts)
                             for k, d in enumerate(demos, 1))]) + '\n\n# Test question\n'
     suffix = codealign_question_block(question, entities, concepts, facts,
-                                      include_facts) + '\n' + CODEALIGN_ANSWER_START
+                                      include_facts, schema) + '\n' + CODEALIGN_ANSWER_START
     return PromptParts(prefix, suffix, CODEALIGN_ANSWER_START, ('\n# ', '\nquestion', '\n\n\n'))
 
 # %% ../nbs/11_prompts.ipynb #85a8ff43
