@@ -16,9 +16,9 @@ from .benchgen import demo_kb_dict, metaqa_as_kopl, metaqa_lexicon, write_benchm
 # %% auto #0
 __all__ = ['SCHEMA_KINDS', 'ZERO_SHOT_KINDS', 'LEVELS', 'TEST_LEVELS', 'FRAME_PARAPHRASES', 'CLAUSE_PARAPHRASES',
            'NAME_PARAPHRASES', 'PARAPHRASES', 'METAQA_PARAPHRASES', 'LEVELS_VERSION', 'program_skeleton',
-           'schema_items', 'same_skeleton_flags', 'level_splits', 'check_levels', 'paraphrase_lexicon',
-           'metaqa_paraphrases', 'skeleton_overlap', 'levels_report', 'build_levels', 'write_levels',
-           'demo_benchmark_levels', 'complex_metaqa_levels']
+           'schema_items', 'same_skeleton_flags', 'retrieved_skeleton_flags', 'level_splits', 'check_levels',
+           'paraphrase_lexicon', 'metaqa_paraphrases', 'skeleton_overlap', 'levels_report', 'build_levels',
+           'write_levels', 'demo_benchmark_levels', 'complex_metaqa_levels']
 
 # %% ../nbs/39_splits.ipynb #5d9ba75b
 SCHEMA_KINDS = ('relation', 'key', 'qkey', 'concept')  # the parameter kinds of `functions.PARAM_KINDS` that name schema
@@ -47,6 +47,16 @@ def same_skeleton_flags(question_record: dict,  # the question being answered (a
     sk, ps = question_record.get('skeleton'), prog(question_record)
     return {'same_masked_question': sk is not None and any(d.get('skeleton') == sk for d in demo_records),
             'same_program_skeleton': ps is not None and any(prog(d) == ps for d in demo_records)}
+
+# %% ../nbs/39_splits.ipynb #b2f0c002
+def retrieved_skeleton_flags(record: dict,  # a pipeline record (`kgqa_nb.pipeline.answer_question`)
+                             question_record: dict,  # the benchmark record of its question
+                             pool_records: list[dict],  # the split the demonstrations came from, in file order
+                            ) -> dict[str, bool]:
+    "`same_skeleton_flags` of the question against the demonstrations its first prompt showed."
+    by_id = {r.get('id') or f'record-{i}': r for i, r in enumerate(pool_records)}
+    shown = record['attempts'][0]['demos'] if record.get('attempts') else []
+    return same_skeleton_flags(question_record, [by_id[d] for d in shown if d in by_id])
 
 # %% ../nbs/39_splits.ipynb #b59bb1c3
 def _hold_out(groups: dict,  # a candidate (a skeleton, a schema item) -> the questions it would take (indices)
