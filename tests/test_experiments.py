@@ -133,10 +133,14 @@ def test_constrained_smoke(tmp_path):
     out = tmp_path / 'constrained'
     run_nb('constrained.ipynb', tmp_path / 'c.ipynb', model='fake', n_questions=3, overhead_n=0, pool_size=30,
            configs=['manual_demos', 'manual_demos_kg', 'codealign_syntax'], out_dir=str(out), data_dir=str(tmp_path),
-           kqapro_test_ser=str(tmp_path / 'none.json'), metaqa_runs={}, json_path=str(tmp_path / 'constrained.json'))
+           kqapro_test_ser=str(tmp_path / 'none.json'), metaqa_runs={}, main_run=str(tmp_path / 'none.jsonl'),
+           json_path=str(tmp_path / 'constrained.json'))
     d = json.loads((tmp_path / 'constrained.json').read_text())
     assert [r['n'] for r in d['demo']['rows']] == [3, 3, 3] and (out / 'accuracy_ser.png').exists()
-    assert d['headline']['demo_n'] == 3 and d['kqapro_test'] is None and d['metaqa']['hits_at_1'] is None
+    assert d['headline']['grid_best']['n'] == 3 and d['kqapro_test'] is None and d['metaqa']['hits_at_1'] is None
+    best = d['headline']['grid_best']  # the headline names what its figures are
+    assert {'config', 'data', 'split', 'n', 'model', 'linking', 'accuracy'} <= set(best) and best['split'] == 'val'
+    assert set(d['engines_in_records']) <= {'scripted', 'unrecorded'} and d['main_job_subset'] is None
     assert {r['format'] for r in d['grammar_build']['grammars']} == {'codealign', 'symkgqa', 'kbcoder'}
     assert {(r['system'], r['constrain']) for r in d['webqsp']} >= {('codealign', 'off'), ('kbcoder', 'off')}  # committed runs
 
@@ -153,7 +157,8 @@ def test_constrained_complex_metaqa_keeps_to_its_benchmark(tmp_path):
     d = json.loads((tmp_path / 'constrained_complex_metaqa.json').read_text())
     assert d['benchmark'] == 'complex_metaqa' and d['demo']['rows'][0]['n'] == 10
     assert d['demo']['data'].startswith('Complex MetaQA val+test (10 questions')
-    assert not {'kqapro_test', 'metaqa', 'webqsp'} & set(d) and 'metaqa_hits_at_1' not in d['headline']
+    assert not {'kqapro_test', 'metaqa', 'webqsp', 'main_job_subset', 'seed_reference'} & set(d)
+    assert set(d['headline']) == {'about', 'grid_best'} and d['headline']['grid_best']['split'] == 'val+test'
     assert (out / 'complex_metaqa_val_test.md').exists() and not list(out.glob('metaqa.*')) + list(out.glob('webqsp.*'))
     ids = [r['id'] for r in read_jsonl(out / 'complex_metaqa_val_test.jsonl.gz')]
     assert sum(i.startswith('kqapro-val-') for i in ids) == 8 and sum(i.startswith('kqapro-test-') for i in ids) == 2
