@@ -443,6 +443,10 @@ NAMED_CONFIGS = {
                                                                      max_tokens=400),
     'symkgqa_kg': lambda linking='realistic': PipelineConfig.for_system('symkgqa', linking=linking, n_demos=2,
                                                                         constrain='kg', max_tokens=400),
+    # four demonstrations instead of two: more program shapes in sight for questions no template wrote
+    'no_facts_kg_guided_4demos': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic',
+                                                                            n_demos=4, facts=False, constrain='kg',
+                                                                            sampling_retries=2, max_tokens=400),
     # the KG names retrieved for the question (10 per kind, `kgqa_nb.schema`) shown in the prompt, and with
     # `_restricted` the only names its first program may use (the samples may use all of the KG's)
     'schema_kg_guided': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2,
