@@ -40,7 +40,7 @@ setuptools.setup(
     url=cfg['git_url'],
     packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']),
     include_package_data=True,
-    package_data={cfg['lib_name']: ['data/*']},
+    package_data={cfg['lib_name']: ['data/*', 'data/*/*', 'data/*/*/*', 'data/*/*/*/*']},
     install_requires=requirements,
     extras_require={'dev': dev_requirements, 'llm': llm_requirements, 'kge': kge_requirements},
     dependency_links=cfg.get('dep_links', '').split(),

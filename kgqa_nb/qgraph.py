@@ -17,9 +17,9 @@ __all__ = ['ENTITY_PLACEHOLDER', 'CONCEPT_PLACEHOLDER', 'PLACEHOLDERS', 'PLAUSIB
            'SUPERLATIVES', 'COMPARATIVES', 'COMPARISON_PHRASES', 'COUNT_PHRASES', 'LOGICAL_WORDS', 'WH_WORDS',
            'LIGHT_LEMMAS', 'SHARING_CUES', 'CONTENT_POS', 'ENTITY', 'EXPAND', 'PROPAGATE', 'NOP_NODE', 'QGraphError',
            'Token', 'Parse', 'QuestionParser', 'SpacyParser', 'Marked', 'mark_question', 'mark_tokens', 'plausible',
-           'entity_anchor', 'Candidate', 'RelationMatcher', 'NOP', 'detect_nops', 'Mention', 'answer_focus',
-           'find_mentions', 'QNode', 'QGraph', 'node_text', 'format_qgraph', 'run_hops', 'build_qgraph', 'concept_run',
-           'SubgraphBuilder', 'path_qgraph', 'draw_qgraph']
+           'entity_anchor', 'Candidate', 'RelationMatcher', 'mine_phrases', 'generic_phrases', 'NOP', 'detect_nops',
+           'Mention', 'answer_focus', 'find_mentions', 'QNode', 'QGraph', 'node_text', 'format_qgraph', 'run_hops',
+           'build_qgraph', 'concept_run', 'SubgraphBuilder', 'path_qgraph', 'draw_qgraph']
 
 # %% ../nbs/21_qgraph.ipynb #ac12abcc
 class QGraphError(KGQAError, ValueError):
@@ -181,8 +181,9 @@ class RelationMatcher:
                                                                # names the KG lacks are ignored
                  extra_concepts: list[str] = (),  # concept names the KG lacks but the resolver knows (schema types)
                  embedder: Embedder | None = None,  # without an index: the embedder (default `Embedder()`)
+                 generic: set[str] = frozenset(),  # texts no alias is matched to (`generic_phrases`: 'person')
                 ):
-        self.index = index
+        self.index, self.generic = index, frozenset(t.lower() for t in generic)
         self.embedder: Embedder = index.embedder if index is not None else (embedder or Embedder())
         elements = index.elements if index is not None else kg_elements(kg)
         self.names = {'relation': list(elements['relations']), 'attribute': list(elements['attributes'])}
@@ -217,7 +218,8 @@ class RelationMatcher:
                 for name, s in hits: b[(name, kind)] = max(b.get((name, kind), -1.0), s)
         if self._alias_texts:
             sims = self.embedder.encode([element_text(t) for t in texts]) @ self.embedder.encode(self._alias_texts).T
-            for b, row in zip(best, sims):
+            for t, b, row in zip(texts, best, sims):
+                if t.lower() in self.generic: continue
                 for (name, kind), s in zip(self._alias_owner, row.tolist()):
                     b[(name, kind)] = max(b.get((name, kind), -1.0), s)
         return [[Candidate(n, kd, round(float(s), 4)) for (n, kd), s in sorted(b.items(), key=lambda kv: -kv[1])[:k]]
@@ -241,6 +243,47 @@ METAQA_RELATION_ALIASES = {
     'has_imdb_rating': ['rating', 'rated', 'imdb rating', 'good', 'opinion', 'rate'],
     'has_imdb_votes': ['votes', 'popularity', 'popular', 'famous'],
 }
+
+# %% ../nbs/21_qgraph.ipynb #374ae5dc
+def _ngrams(words: list[str], n_max: int) -> set[str]:
+    return {' '.join(words[i:i + n]) for n in range(1, n_max + 1) for i in range(len(words) - n + 1)}
+
+def _pool_counts(pool: list[tuple[str, list]], n_max: int):
+    "(questions per n-gram, questions per (n-gram, relation)) over the pool, topic masked, stopword-only n-grams out."
+    from collections import Counter
+    stop = load_stopwords()
+    seen, joint = Counter(), Counter()
+    for question, path in pool:
+        rels = {r if isinstance(r, str) else r[0] for r in path}
+        words = re.findall(r"[a-z0-9]+(?:['-][a-z0-9]+)*", _MARKUP.sub(' ', question.lower()))
+        grams = {g for g in _ngrams(words, n_max) if not all(w in stop for w in g.split())}
+        seen.update(grams)
+        joint.update((g, r) for g in grams for r in rels)
+    return seen, joint
+
+def mine_phrases(pool: list[tuple[str, list]],  # (question with [topic] markup, relation path: names or (name, dir))
+                 n_max: int = 1,  # longest n-gram, in words
+                 min_count: int = 3,  # times an n-gram must co-occur with the relation
+                 min_ratio: float = 0.8,  # P(relation | n-gram) over the pool
+                 top: int = 6,  # phrases kept per relation (most frequent first)
+                ) -> dict[str, list[str]]:
+    "Relation -> question n-grams that co-occur with it in the pool (topic masked), most frequent first."
+    seen, joint = _pool_counts(pool, n_max)
+    out: dict[str, list[tuple[int, str]]] = {}
+    for (g, r), k in joint.items():
+        if k >= min_count and k / seen[g] >= min_ratio: out.setdefault(r, []).append((k, g))
+    return {r: [g for _, g in sorted(v, key=lambda x: (-x[0], x[1]))[:top]] for r, v in sorted(out.items())}
+
+def generic_phrases(pool: list[tuple[str, list]],  # as for `mine_phrases`
+                    n_max: int = 1,  # longest n-gram, in words
+                    min_count: int = 10,  # questions an n-gram must be seen in
+                    max_ratio: float = 0.75,  # the most any one relation may take of them
+                   ) -> set[str]:
+    "N-grams frequent in the pool but spread over relations ('person', 'films'): no relation's phrase."
+    seen, joint = _pool_counts(pool, n_max)
+    best: dict[str, int] = {}
+    for (g, _), k in joint.items(): best[g] = max(best.get(g, 0), k)
+    return {g for g, k in seen.items() if k >= min_count and best.get(g, 0) / k <= max_ratio}
 
 # %% ../nbs/21_qgraph.ipynb #43a61d87
 SUPERLATIVES = {  # word -> selection
@@ -460,7 +503,10 @@ def _attach_cues(parse: Parse, marked: Marked, mentions: list[Mention]):
         i = parse.token_at(off)
         if i is not None: cue_tokens.append(i)
     for c in cue_tokens:
-        nearest = min(rel, key=lambda m: (parse.distance(c, m.token), abs(c - m.token)))
+        # a shared thing is a noun ('share writers'): a verb further away is one edge further (misparses)
+        nearest = min(rel, key=lambda m: (parse.distance(c, m.token) + (0 < parse.distance(c, m.token) and
+                                                                      parse.tokens[m.token].pos != 'NOUN'),
+                                          abs(c - m.token)))
         nearest.cue = True
 
 # %% ../nbs/21_qgraph.ipynb #5de4d4a7
@@ -538,8 +584,9 @@ def _runs(mentions: list[Mention]) -> list[list[Mention]]:
     runs, out = [], []
     for m in mentions:
         if m.kind != 'relation' or m.candidates[0].kind != 'relation': continue
-        if runs and runs[-1][-1].candidates[0].name == m.candidates[0].name: runs[-1].append(m)
-        else: runs.append([m])
+        same = runs and runs[-1][-1].candidates[0].name == m.candidates[0].name
+        if same and m.text.lower() not in {r.text.lower() for r in runs[-1]}: runs[-1].append(m)
+        else: runs.append([m])  # a relation text said twice ('the daughter of [X]'s daughter') is two hops
     return runs
 
 def _subject_repeat(parse: Parse, run: list[Mention]) -> bool:
