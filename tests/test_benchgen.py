@@ -194,7 +194,8 @@ def test_stats_notebook_smoke(tmp_path):
     pm = pytest.importorskip('papermill')
     nb = Path(__file__).parents[1]/'nbs'/'benchgen_stats.ipynb'
     pm.execute_notebook(str(nb), str(tmp_path/'out.ipynb'), cwd=str(nb.parent), progress_bar=False, kernel_name='python3', language='python',
-                        parameters={'demo_n': 20, 'metaqa_n': 0, 'out_dir': str(tmp_path), 'cache': str(tmp_path/'cache')})
+                        parameters={'demo_n': 20, 'metaqa_n': 0, 'levels_demo_n': 20, 'levels_metaqa_n': 0,
+                                    'out_dir': str(tmp_path), 'cache': str(tmp_path/'cache')})
     md = (tmp_path/'benchgen_stats.md').read_text()
     assert 'Questions per category' in md and 'Multi-hop' in md
     assert 'demo_n=20,' in md  # the parameters reached the notebook (its cell tagged `parameters` survived cleaning)
