@@ -372,6 +372,15 @@ class DemoIndex:
             chosen.append(best); left.remove(best)
         return chosen
 
+    def _distinct(self, cands: list[int], scores: np.ndarray, n: int) -> list[int]:
+        "Best score first, at most one demo per program skeleton: more program structures in sight."
+        order, seen = [], set()
+        for j in np.argsort(-scores, kind='stable'):
+            if self.skeletons[cands[j]] in seen: continue
+            seen.add(self.skeletons[cands[j]]); order.append(int(j))
+            if len(order) == n: break
+        return order
+
     def scored_by_question(self, question: str,  # the test question
                            n: int,  # how many demos
                            entities=(),  # its linked entities (masked, and checked for feasibility)
@@ -380,6 +389,7 @@ class DemoIndex:
                            length_penalty: float | None = None,  # default: the index's
                            feasibility_weight: float | None = None,  # default: the index's (0 without kg)
                            mmr_lambda: float | None = None,  # default: the index's
+                           distinct_skeletons: bool = False,  # at most one demo per program skeleton (no MMR then)
                           ) -> list[ScoredDemo]:
         "The n best demos for the question (masked-question similarity, re-ranked), best first, with scores."
         if n < 1: return []
@@ -391,7 +401,9 @@ class DemoIndex:
         if not cands: return []
         sims, feas, gaps, scores = self._question_scores(masked, cands, list(entities), lp,
                                                          fw if self.kg is not None else 0.0)
-        order = self._mmr(cands, scores, n, lam) if lam is not None else list(np.argsort(-scores, kind='stable')[:n])
+        if distinct_skeletons: order = self._distinct(cands, scores, n)
+        elif lam is not None: order = self._mmr(cands, scores, n, lam)
+        else: order = list(np.argsort(-scores, kind='stable')[:n])
         return [ScoredDemo(self.demos[cands[j]], float(scores[j]), float(sims[j]), float(feas[j]), int(gaps[j]))
                 for j in order]
 
@@ -404,10 +416,12 @@ class DemoIndex:
                     length_penalty: float | None = None,  # default: the index's
                     feasibility_weight: float | None = None,  # default: the index's (0 without kg)
                     mmr_lambda: float | None = None,  # default: the index's
+                    distinct_skeletons: bool = False,  # at most one demo per program skeleton
                    ) -> list[Demo]:
         "SymKGQA's dynamic demonstrations: the n pool demos closest to the masked question."
         demos = [s.demo for s in self.scored_by_question(question, n, entities, concepts, exclude,
-                                                         length_penalty, feasibility_weight, mmr_lambda)]
+                                                         length_penalty, feasibility_weight, mmr_lambda,
+                                                         distinct_skeletons)]
         return demos[::-1] if best_last else demos
 
     def scored_by_skeleton(self, program: list[dict],  # a (generated, possibly invalid) program

@@ -17,7 +17,7 @@ from .pipeline import Question, Stages
 from .prompts import Demo
 
 # %% auto #0
-__all__ = ['metaqa_questions', 'metaqa_execute', 'metaqa_demo_pool', 'metaqa_fixed_demos', 'metaqa_stages']
+__all__ = ['metaqa_questions', 'metaqa_execute', 'metaqa_demo_pool', 'metaqa_fixed_demos', 'metaqa_stages', 'metaqa_induced_pool']
 
 # %% ../nbs/36_metaqa_stages.ipynb #1b2506ab
 def metaqa_questions(hops: Sequence[int] = (1, 2, 3),  # which hop splits
@@ -80,6 +80,8 @@ def metaqa_stages(backend: LLMBackend,  # the LLM
                   root: str | Path | None = None,  # a MetaQA-format folder (default: the data folder's `metaqa`)
                   kg_backend: str = 'memory',  # where programs run: 'memory', 'oxigraph' or a SPARQL endpoint URL
                   kg_source: str = 'auto',  # the KG the other stages read: 'local', 'endpoint', 'auto' (`stages_kg`)
+                  demo_programs: str = 'gold',  # 'gold' (from the qtype files) or 'induced' (`metaqa_induced_pool`)
+                  induced_path: str | Path | None = None,  # 'induced': JSONL of the induced records (resumable)
                  ) -> Stages:
     "The stages of a MetaQA run (on the real MetaQA, or any folder in its layout such as `metaqa.mini_metaqa_dir()`)."
     from kgqa_nb.kopl_sparql import kg_executor
@@ -91,6 +93,8 @@ def metaqa_stages(backend: LLMBackend,  # the LLM
     kb_txt = Path(root)/'kb.txt' if root is not None else data_dir('metaqa/kb.txt', must_exist=False)
     kg = stages_kg(kb_txt, kg_backend, kg_source)
     pool = metaqa_demo_pool(exclude, root=root)
+    if demo_programs == 'induced': pool = metaqa_induced_pool(pool, kg, pool_size, seed, induced_path)
+    elif demo_programs != 'gold': raise ValueError(f"demo_programs must be 'gold' or 'induced', got {demo_programs!r}")
     demos = metaqa_fixed_demos(pool, n_demos, seed)
     index_pool = coverage_pool([q for h in sorted(pool) for q in pool[h]], pool_size, seed=seed)
     grounder = None
@@ -101,3 +105,27 @@ def metaqa_stages(backend: LLMBackend,  # the LLM
     return Stages(backend, kg_executor(kg, kg_backend), partial(link_metaqa, kg=kg), demos=demos,
                   demo_index=DemoIndex(index_pool, kg=kg),
                   facts=FactsExtractor(kg, theta=theta), grounder=grounder, execute=metaqa_execute)
+
+# %% ../nbs/36_metaqa_stages.ipynb #286ccf0b
+def metaqa_induced_pool(pool: dict,  # from `metaqa_demo_pool` (its gold programs are not read)
+                        kg,  # the MetaQA `KG` (in memory)
+                        n: int = 1000,  # questions sampled from the pool
+                        seed: int = 0,
+                        path: str | Path | None = None,  # JSONL of the induced records (a rerun resumes)
+                       ) -> dict:
+    "Pool questions with induced programs in place of gold ones, grouped by the induced path's hop count."
+    from dataclasses import replace
+    from kgqa_nb.demos import relation_path
+    from kgqa_nb.induce import induce_pool, metaqa_records
+    flat = [q for h in sorted(pool) for q in pool[h]]
+    sample = random.Random(seed).sample(flat, min(n, len(flat)))
+    records = [{k: v for k, v in r.items() if k not in ('program', 'qtype')} for r in metaqa_records(sample)]
+    induced = {r['id']: r for r in induce_pool(kg, records, path, desc='inducing demonstrations')}
+    out: dict[int, list] = {}
+    for q, rec in zip(sample, records):
+        r = induced[rec['id']]
+        if r['induced']['status'] != 'exact' or not r.get('program'): continue
+        hops = relation_path(r['program'])
+        qtype = '>'.join(rel if d == 'forward' else f'<{rel}' for rel, d in hops)
+        out.setdefault(len(hops), []).append(replace(q, program=r['program'], qtype=qtype))
+    return dict(sorted(out.items()))

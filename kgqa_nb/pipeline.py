@@ -45,7 +45,7 @@ class Question:
 # %% ../nbs/18_pipeline.ipynb #e5699878
 SYSTEMS = ('codealign', 'symkgqa')
 CONSTRAIN_LEVELS = ('off', 'syntax', 'kg')  # as `kgqa_nb.grammar.LEVELS`
-LATER_FIELDS = {'constrain': 'off', 'schema': 0, 'schema_grammar': False}  # fields added after records were
+LATER_FIELDS = {'constrain': 'off', 'schema': 0, 'schema_grammar': False, 'distinct_skeletons': False}  # fields added after records were
                                                                            # committed, and their defaults
 
 @dataclass(frozen=True)
@@ -65,6 +65,7 @@ class PipelineConfig:
     constrain: str = 'off'  # decode under a grammar: 'off', 'syntax' (the program format), 'kg' (and the KG's names)
     schema: int = 0  # KG names retrieved per kind (`kgqa_nb.schema`) and shown in the prompt (0: none; codealign)
     schema_grammar: bool = False  # the 'kg' grammar allows only those names (samples fall back to all of them)
+    distinct_skeletons: bool = False  # dynamic demos: at most one per program skeleton (more structures in sight)
 
     def __post_init__(self):
         if self.system not in SYSTEMS: raise ValueError(f'system must be one of {SYSTEMS}, got {self.system!r}')
@@ -254,7 +255,8 @@ def answer_question(q: Question,  # the question
     t = _clock(timings, 'schema', t)
     if cfg.demos == 'dynamic':
         demos = st.demo_index.by_question(q.question, cfg.n_demos, entities=linked.entities, concepts=linked.concepts,
-                                          exclude=[q.id, q.question], best_last=True)
+                                          exclude=[q.id, q.question], best_last=True,
+                                          distinct_skeletons=cfg.distinct_skeletons)
     else: demos = list(st.demos)
     if cfg.uses_facts: demos = [with_facts(st, d, cfg.theta) for d in demos]
     if cfg.schema: demos = [with_schema(st, d, cfg.schema) for d in demos]
@@ -447,6 +449,11 @@ NAMED_CONFIGS = {
     'no_facts_kg_guided_4demos': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic',
                                                                             n_demos=4, facts=False, constrain='kg',
                                                                             sampling_retries=2, max_tokens=400),
+    # four demonstrations with four different program skeletons: structure before wording
+    'distinct_skeletons_guided': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic',
+                                                                            n_demos=4, facts=False, constrain='kg',
+                                                                            sampling_retries=2, max_tokens=400,
+                                                                            distinct_skeletons=True),
     # the KG names retrieved for the question (10 per kind, `kgqa_nb.schema`) shown in the prompt, and with
     # `_restricted` the only names its first program may use (the samples may use all of the KG's)
     'schema_kg_guided': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2,

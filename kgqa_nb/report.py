@@ -17,13 +17,13 @@ __all__ = ['PAPER_FIGURES', 'REPORT_SECTIONS', 'ABLATION_COLUMNS', 'PIPELINE_ABL
            'DUAL_METRICS', 'ABLATION_COLORS', 'MAIN_SUBSET_COLUMNS', 'HEADLINE_ABOUT', 'ENGINE_ABOUT',
            'CODEALIGN_PAPER_KQAPRO', 'write_table', 'group_bar_chart', 'latency_chart', 'reproduction_lines',
            'md_table', 'flat_scalars', 'read_run', 'read_metaqa_pipelines', 'read_generation_ser',
-           'read_bench_executor', 'read_facts', 'read_bench_complex', 'read_nskgqa', 'read_generic',
-           'read_metaqa_kbcoder', 'read_kbcoder_head_to_head', 'read_kbcoder_like_for_like', 'read_webqsp_fer',
-           'read_run_webqsp', 'read_ablations', 'paper_figures_section', 'report_section', 'write_report',
-           'ablation_row', 'config_records', 'pipeline_ablation', 'pipeline_ablation_rows', 'nskgqa_setting_rows',
-           'nskgqa_ablation_rows', 'dual_kge_ablation_rows', 'ablation_table', 'ablation_chart', 'ablation_summary',
-           'common_questions', 'constraint_counts', 'constrained_rows', 'accuracy_ser_chart', 'read_constrained',
-           'read_constrained_elsewhere', 'read_main_run', 'read_main_job_subset', 'hits_by_dataset',
+           'read_bench_executor', 'read_facts', 'read_bench_complex', 'read_nskgqa', 'read_generic', 'read_own_kg',
+           'read_own_kg_induction', 'read_metaqa_kbcoder', 'read_kbcoder_head_to_head', 'read_kbcoder_like_for_like',
+           'read_webqsp_fer', 'read_run_webqsp', 'read_ablations', 'paper_figures_section', 'report_section',
+           'write_report', 'ablation_row', 'config_records', 'pipeline_ablation', 'pipeline_ablation_rows',
+           'nskgqa_setting_rows', 'nskgqa_ablation_rows', 'dual_kge_ablation_rows', 'ablation_table', 'ablation_chart',
+           'ablation_summary', 'common_questions', 'constraint_counts', 'constrained_rows', 'accuracy_ser_chart',
+           'read_constrained', 'read_constrained_elsewhere', 'read_main_run', 'read_main_job_subset', 'hits_by_dataset',
            'like_for_like_rows', 'engines_in_records', 'category_accuracy', 'first_errors', 'split_counts',
            'kqapro_test_figures', 'webqsp_figures', 'metaqa_figures', 'main_job_subset', 'constrained_headline',
            'rebuild_constrained_summary']
@@ -199,6 +199,29 @@ def read_generic(d: dict) -> tuple[list[dict], dict]:
     labels = {k: d.get(k) or _get(d, 'parameters', k) for k in ('data', 'model', 'linking')}
     return rows[:40], labels
 
+# %% ../nbs/34_report.ipynb #0ebfd545
+def _folder_model(s: dict, system: str) -> str:
+    return 'no LLM' if system == 'nskgqa' else (s.get('models') or {}).get(system) or s.get('model', '?')
+
+def read_own_kg(d: dict) -> tuple[list[dict], dict]:
+    "run_kg's outputs/own_kg.json: Hits@1 (95% CI), n and seconds per question for each folder, system and split."
+    rows = []
+    for folder, s in (d.get('kgs') or {}).items():
+        for system, by in (s.get('hits1') or {}).items():
+            for split, c in by.items():
+                rows.append({'KG': folder, 'system': system, 'split (test side)': split, 'n': c.get('n'),
+                             'Hits@1 %': c.get('value'), '95% CI %': [c.get('low'), c.get('high')],
+                             's / question': c.get('seconds_per_question'), 'model': _folder_model(s, system),
+                             's to first answer': (s.get('seconds_to_first_answer') or {}).get(system)})
+    return rows, dict(data='own-KG folders, test side of a (topic, answer set) split; demonstrations induced from the '
+                           'pool side', model='per row', linking='realistic (bracketed topic, else the entity linker)')
+
+def read_own_kg_induction(d: dict) -> tuple[list[dict], dict]:
+    "run_kg's outputs/own_kg.json: per folder and split, induction coverage, ambiguity and gold-path precision."
+    rows = [{'KG': folder, **r} for folder, s in (d.get('kgs') or {}).items() for r in s.get('induction') or []]
+    return rows, dict(data='own-KG folders, pool side', model='no LLM (program search over the KG)',
+                      linking='the topic the question brackets, else the entity linker')
+
 # %% ../nbs/34_report.ipynb #92198105
 def _model_of(runs: dict) -> str:
     return ', '.join(sorted({str((r.get('settings') or {}).get('model')) for r in runs.values()})) or None
@@ -346,6 +369,17 @@ REPORT_SECTIONS = [
      read_ablations,
      ['ablations/ablation_deltas.png']),
     ('metaqa_nskgqa.json', 'MetaQA: NS-KGQA (run_nskgqa)', read_nskgqa, []),
+    ('own_kg.json', 'Your own KG: every system on PathQuestion and WorldCup2014 (run_kg)', read_own_kg,
+     ['own_kg/pathquestion/hits1.png', 'own_kg/worldcup2014/hits1.png']),
+    ('own_kg.json', 'Your own KG: programs induced from answers for the pool (run_kg)', read_own_kg_induction, []),
+    ('induction.md', 'Programs induced from answers: MetaQA and the demo benchmark against gold programs (induction)',
+     None, []),
+    ('generalization/natural_dev_summary.md',
+     'Questions worded as people ask them: natural-wording dev set, n=99 (generalization)', None,
+     ['generalization/natural_dev_accuracy.png']),
+    ('generalization/natural_dev_by_category.md', 'Natural-wording dev set by category (generalization)', None, []),
+    ('benchgen_levels.md', 'Evaluation levels of the demo benchmark and Complex MetaQA: i.i.d., compositional, '
+     'zero-shot (benchgen levels)', None, []),
     ('generation_ser.json', 'Syntax error rate of generation (generation_ser)', read_generation_ser, []),
     ('facts_extraction/metrics.json', 'Facts extraction precision/recall against theta (facts_extraction)', read_facts,
      ['facts_extraction/pr_theta.png']),

@@ -30,7 +30,9 @@ build time, and no other registry carries it). So the site is built in two steps
    `core.html`), so the links that `add_links` writes resolve.
 
 The home page is nbs/index.ipynb, which is also README.md's source (settings.ini readme_nb): `--readme` joins its
-markdown cells into README.md, byte for byte (tests/test_docs.py checks that README.md is that file).
+markdown cells into README.md, byte for byte (tests/test_docs.py checks that README.md is that file). The README's
+long parts are the markdown-only pages nbs/guide.ipynb and nbs/results_notes.ipynb, which the navigation lists next to
+Home and the results page.
 """
 from __future__ import annotations
 import argparse, json, os, re, shutil, subprocess, sys, time
@@ -41,6 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT/'nbs'
 README_NB = 'index.ipynb'
+GUIDE_NB, NOTES_NB = 'guide.ipynb', 'results_notes.ipynb'  # the README's details (markdown only): in the nav by Home
 DATA_FLAG = 'data'
 DATA_FILES = ('metaqa/kb.txt', 'kopl/example_kb.json', 'kqapro/test.json')  # as tests/test_notebooks.py
 
@@ -292,7 +295,7 @@ def render(site: Path, proc: Path, cfg, doc_prefix: str, nbs: list[Path], t0: fl
     (docs/'assets'/'no-mathjax.js').write_text('// MathJax is not loaded: the site must open offline\n')
     (docs/'assets'/'javascripts').mkdir()
     shutil.copy2(ROOT/'scripts'/'docs_assets'/'iframe-worker-shim.js', docs/'assets'/'javascripts')
-    components, experiments, home = [], [], None
+    components, experiments, home, docs_pages = [], [], None, {}
     pages = page_names(nbs)
     page_of = lambda p: pages[p.name].replace('.html', '.ipynb')
     anchors = {pages[p.name]: headings(raw/p.name) for p in nbs}
@@ -301,11 +304,12 @@ def render(site: Path, proc: Path, cfg, doc_prefix: str, nbs: list[Path], t0: fl
         page = Path(page_of(p))
         (docs/page).write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding='utf-8')
         if p.name == README_NB: home = str(page)
+        elif p.name in (GUIDE_NB, NOTES_NB): docs_pages[p.name] = {title: str(page)}
         elif is_component(p): components.append({title: str(page)})
         else: experiments.append({title: str(page)})
 
     results = ROOT/'outputs'/'README.md'
-    nav = [{'Home': home or 'index.ipynb'}]
+    nav = [{'Home': home or 'index.ipynb'}] + ([docs_pages[GUIDE_NB]] if GUIDE_NB in docs_pages else [])
     if results.exists():
         md = results.read_text(encoding='utf-8')
         (docs/'outputs').mkdir()
@@ -316,7 +320,8 @@ def render(site: Path, proc: Path, cfg, doc_prefix: str, nbs: list[Path], t0: fl
                 (docs/'outputs'/ref).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(f, docs/'outputs'/ref)
         nav.append({'Results': 'outputs/index.md'})
-    nav += [{'Components': components}, {'Experiments': experiments}]
+    nav += ([docs_pages[NOTES_NB]] if NOTES_NB in docs_pages else []) + [{'Components': components},
+                                                                        {'Experiments': experiments}]
     yml = proc/'mkdocs.yml'
     yml.write_text(mkdocs_yml(cfg, nav, docs, site.resolve(), proc/'mkdocs-jupyter-cache'), encoding='utf-8')
     shutil.rmtree(site, ignore_errors=True)

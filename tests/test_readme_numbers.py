@@ -1,8 +1,15 @@
-"""The README's headline figures, each checked against a named key of a named file under `outputs/`.
+"""The figures of the README and of the site pages its long prose moved to, each checked against a named key of a named
+file under `outputs/`.
 
-`FIGURES` is the table: the README block a figure is printed in (the block's bold title, `Two commands` or `intro`),
+The text checked is `DOCS`: README.md (nbs/index.ipynb's export, with the headline table) and the markdown cells of
+nbs/guide.ipynb (the install and the main job in detail) and nbs/results_notes.ipynb (the results in full, the section
+`SECTION`), read as one text, so that a figure is checked wherever it lives. Its blocks: in a section of `PROSE`, each
+paragraph that cites `outputs/` (titled with the section's heading) and each table row that does (titled
+`<heading>: <the row's first cell>`); and each block of `SECTION` (its bold title, or `intro` before the first).
+
+`FIGURES` is the table: the block a figure is printed in (a block title, or the start of one),
 the figure as printed, the file under `outputs/` and the key path of the value it shows, and a scale where the file
-holds a fraction that the README shows as a percent. For each row the test checks that the figure is still printed in
+holds a fraction that the text shows as a percent. For each row the test checks that the figure is still printed in
 that block, and that the value at that key, scaled, rounds to the figure at the digits it is printed with (either
 rounding direction of a tie; `17k`: to the thousand; `3.2e-15`: to the printed significant digits). A figure that
 changes in its file fails the test with a message naming the file, the key, the figure printed and the value found.
@@ -15,7 +22,7 @@ values are read as numbers); a text file (.log, .md) is read with `re:<regex>`, 
 The results page `outputs/README.md` is generated from the same files by `kgqa_nb.report` (`make report`): the test
 checks that it is exactly what the report module writes from the committed outputs, so each of its figures is a file's.
 
-A coarser net stays for the README's other numbers (sample sizes, settings, secondary figures): each must occur, at its
+A coarser net stays for the blocks' other numbers (sample sizes, settings, secondary figures): each must occur, at its
 printed precision, in some file its block cites (`outputs/...` in backticks; a folder means its .md/.json/.csv files;
 files over 5 MB and .jsonl/.ipynb are not read). That net cannot tell which number is which (a block citing a large
 folder matches nearly anything), which is why the headline figures are in `FIGURES`. Figures quoted from the papers are
@@ -31,8 +38,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT/'README.md'
+DOCS = [README, ROOT/'nbs'/'guide.ipynb', ROOT/'nbs'/'results_notes.ipynb']  # README, then the pages its prose moved to
 OUTPUTS = ROOT/'outputs'
-SECTION = '## Current results (measured on the project\'s 2-core CPU machines)'
+SECTION = '## Current results (measured on the project\'s 2-core CPU machines)'  # in nbs/results_notes.ipynb
+TWO, HEAD = 'The two commands in detail', 'Headline results'  # the guide's section, the README's table
+PROSE = (TWO, HEAD)  # sections whose paragraphs (a table: rows) that cite outputs/ are blocks
 MAX_BYTES = 5_000_000
 
 C, CM = 'constrained.json', 'constrained_complex_metaqa.json'
@@ -48,27 +58,31 @@ def grid(block: str, file: str, config: str, *figures: str) -> list[tuple]:
 
 
 GC, CX = 'Grammar-constrained generation', 'Complex MetaQA under the grammar'
+H_DEMO, H_CX, H_MQ, H_SYM, H_KBC, H_NS, H_SER, H_EX = (f'{HEAD}: {row}' for row in (  # the headline table's rows
+    'CodeAlignKGQA (`no_facts_kg_guided`, the default)', 'CodeAlignKGQA (`no_facts_kg_guided`)',
+    'CodeAlignKGQA (`no_facts_kg`', 'SymKGQA', 'KB-Coder(1)-R', 'NS-KGQA', 'CodeAlignKGQA, syntax grammar',
+    'KoPL executor'))
 FIGURES = [  # (README block, figure as printed, 'file under outputs/: key path'[, scale])
-    ('Two commands', '13.8', f'{C}: headline.grid_best.seconds_per_question'),
-    ('Two commands', '1122', fr'{LOG}: re:^make install: exit 0, (\d+) s'),
-    ('Two commands', '456', fr'{LOG}: re:^make main \(after install\): exit 0, (\d+) s'),
-    ('Two commands', '1578', fr'{LOG}: re:both: (\d+) s'),
-    ('Two commands', '0', fr'{LOG}: re:grep -c tilezero: (\d+)'),
-    ('Two commands', '16.914', fr'{LOG}: re:^this run +\d+ +[\d.]+ +[\d.-]+ +[\d.]+ +([\d.]+)'),
-    ('Two commands', '79.17', fr'{LOG}: re:^this run +\d+ +([\d.]+)'),
-    ('Two commands', '43.95', 'llm_build.json: builds.portable.prompt_tok_s'),
-    ('Two commands', '40.14', 'llm_build.json: builds.native.prompt_tok_s'),
-    ('Two commands', '6.04', 'llm_build.json: builds.portable.gen_tok_s'),
-    ('Two commands', '3.46', 'llm_build.json: builds.native.gen_tok_s'),
-    ('Two commands', '432', fr'{LOG_IDLE}: re:^make install: exit 0, (\d+) s'),
-    ('Two commands', '321', fr'{LOG_IDLE}: re:^make main \(after install\): exit 0, (\d+) s'),
-    ('Two commands', '753', fr'{LOG_IDLE}: re:both: (\d+) s'),
-    ('Two commands', '11.996', fr'{LOG_IDLE}: re:^this run +\d+ +[\d.]+ +[\d.-]+ +[\d.]+ +([\d.]+)'),
-    ('Two commands', '79.17', f'{C}: headline.main_job_reference.grid_same_questions'),
-    ('Two commands', '67.71', f'{C}: headline.main_job_reference.grid_other_questions'),
-    ('Two commands', '70.0', f'{C}: headline.main_job_reference.grid_all'),
-    ('Two commands', '120', f'{C}: headline.grid_best.n'),
-    ('Two commands', '96', f'{C}: main_job_subset.grid_other_questions.all.n'),
+    (TWO, '13.8', f'{C}: headline.grid_best.seconds_per_question'),
+    (TWO, '1122', fr'{LOG}: re:^make install: exit 0, (\d+) s'),
+    (TWO, '456', fr'{LOG}: re:^make main \(after install\): exit 0, (\d+) s'),
+    (TWO, '1578', fr'{LOG}: re:both: (\d+) s'),
+    (TWO, '0', fr'{LOG}: re:grep -c tilezero: (\d+)'),
+    (TWO, '16.914', fr'{LOG}: re:^this run +\d+ +[\d.]+ +[\d.-]+ +[\d.]+ +([\d.]+)'),
+    (TWO, '79.17', fr'{LOG}: re:^this run +\d+ +([\d.]+)'),
+    (TWO, '43.95', 'llm_build.json: builds.portable.prompt_tok_s'),
+    (TWO, '40.14', 'llm_build.json: builds.native.prompt_tok_s'),
+    (TWO, '6.04', 'llm_build.json: builds.portable.gen_tok_s'),
+    (TWO, '3.46', 'llm_build.json: builds.native.gen_tok_s'),
+    (TWO, '432', fr'{LOG_IDLE}: re:^make install: exit 0, (\d+) s'),
+    (TWO, '321', fr'{LOG_IDLE}: re:^make main \(after install\): exit 0, (\d+) s'),
+    (TWO, '753', fr'{LOG_IDLE}: re:both: (\d+) s'),
+    (TWO, '11.996', fr'{LOG_IDLE}: re:^this run +\d+ +[\d.]+ +[\d.-]+ +[\d.]+ +([\d.]+)'),
+    (TWO, '79.17', f'{C}: headline.main_job_reference.grid_same_questions'),
+    (TWO, '67.71', f'{C}: headline.main_job_reference.grid_other_questions'),
+    (TWO, '70.0', f'{C}: headline.main_job_reference.grid_all'),
+    (TWO, '120', f'{C}: headline.grid_best.n'),
+    (TWO, '96', f'{C}: main_job_subset.grid_other_questions.all.n'),
     ('KoPL executor', '17k', 'bench_executor.json: kb.entities'),
     ('KoPL executor', '3,000', 'bench_executor.json: parameters.n_programs'),
     ('KoPL executor', '8,605', 'bench_executor.json: results.ours.programs_per_s'),
@@ -276,6 +290,23 @@ FIGURES = [  # (README block, figure as printed, 'file under outputs/: key path'
         ('66.0', 'single.comparison_accuracy', 100), ('312', 'dual_random.comparisons'), ('26', 'folds'),
         ('0.243', 'dual_features.mrr'), ('75.6', 'dual_features.comparison_accuracy', 100),
         ('0.176', 'dual_encoder.mrr'), ('73.1', 'dual_encoder.comparison_accuracy', 100)]],
+    # the README's headline table, row by row (a row's block is `Headline results: <its first cell>`): each figure with
+    # its n, and its CI where the row shows one
+    *grid(H_DEMO, C, 'no_facts_kg_guided', '70.0', '61.3', '77.5'), (H_DEMO, '120', f'{C}: headline.grid_best.n'),
+    *grid(H_CX, CM, 'no_facts_kg_guided', '70.0', '60.4', '78.1'), (H_CX, '100', f'{CM}: headline.grid_best.n'),
+    *[(H_MQ, f, f'constrained/metaqa_quoting/metrics.json: summary.all.{k}') for f, k in [
+        ('99.3', 'hits_at_1'), ('97.6', 'ci95[0]'), ('99.8', 'ci95[1]'), ('300', 'n')]],
+    *[(H_SYM, f, f'{MQ}: summaries.symkgqa.all.{k}') for f, k in [
+        ('97.3', 'hits_at_1'), ('93.3', 'ci95[0]'), ('99.0', 'ci95[1]'), ('150', 'n')]],
+    *[(H_KBC, f, f'{KB}: runs.KB-Coder(1)-R.summary.metaqa-all.{k}') for f, k in [
+        ('96.3', 'hits_at_1'), ('93.6', 'ci95[0]'), ('97.9', 'ci95[1]'), ('300', 'n')]],
+    *[(H_NS, f, f'{NS}: settings.realistic.hits1.{h}.value', 100) for f, h in [('96.1', 1), ('98.7', 2), ('97.2', 3)]],
+    (H_NS, '1,000', f'{NS}: protocol.n_per_hop'),
+    (H_SER, '0.0', f'{C}: headline.kqapro_test_ser.ser'), (H_SER, '200', f'{C}: headline.kqapro_test_ser.n'),
+    (H_SER, '63.0', f'{C}: headline.kqapro_test_ser.unconstrained_same_questions.ser'),
+    (H_EX, '3,000', 'bench_executor.json: parameters.n_programs'),
+    (H_EX, '8,605', 'bench_executor.json: results.ours.programs_per_s'),
+    (H_EX, '24.7x', 'bench_executor.json: targets.throughput_vs_kopl.value'),
 ]
 QUOTED = {  # figures from the literature that no output records: README number -> where it comes from
     '0.60': 'PyKEEN benchmarking study (github.com/pykeen/benchmarking, ablation/results/complex/kinships, '
@@ -290,27 +321,62 @@ PATH = re.compile(r'`(outputs/[^`\s]+)`')  # `outputs/` alone (all of it) is no 
 TOKEN = re.compile(r'"([^"]+)"|\[([^\]]+)\]|([^.\[\]"]+)')  # a quoted key, a [selector] or a plain key
 
 
-# ------------------------------------------------------------------ the README's blocks and their numbers
+# ------------------------------------------------------------------ the blocks and their numbers
 def paragraphs(text: str) -> list[str]: return [p.strip() for p in re.split(r'\n\s*\n', text) if p.strip()]
 
 
+def doc_text(path: Path) -> str:
+    "A markdown file's text, or a notebook's markdown cells joined by blank lines (as README.md is made)."
+    text = path.read_text(encoding='utf-8')
+    if path.suffix != '.ipynb': return text
+    return '\n\n'.join(''.join(c['source']) for c in json.loads(text)['cells'] if c['cell_type'] == 'markdown')
+
+
+def text_checked() -> str: return '\n\n'.join(doc_text(p) for p in DOCS)
+
+
+def sections(text: str) -> list[tuple[str, str]]:
+    "(`## ` heading without the hashes, the section's text up to the next `#`/`##` heading outside code fences)."
+    out, fenced = [], False
+    for line in text.split('\n'):
+        if line.startswith('```'): fenced = not fenced
+        if not fenced and re.match(r'#{1,2} ', line):  # a `#` title ends a section too
+            out.append([line[3:].strip() if line.startswith('## ') else '', ''])
+        elif out: out[-1][1] += line + '\n'
+    return [(h, body) for h, body in out if h]
+
+
 def blocks() -> list[tuple[str, str]]:
-    "(title, text) for each `## Two commands` paragraph that cites outputs/, then each block of the results section."
-    text = README.read_text(encoding='utf-8')
-    assert SECTION in text, f'README has no section {SECTION!r}'
-    two = text.split('## Two commands', 1)[1].split('\n## ', 1)[0]
+    "(title, text) for each paragraph that cites outputs/ in a `PROSE` section, then each block of `SECTION`."
+    text = text_checked()
+    assert SECTION in text, f'no section {SECTION!r} in {", ".join(p.name for p in DOCS)}'
+    secs = dict(found := sections(text))
+    wrong = [s for s in (*PROSE, SECTION.removeprefix('## ')) if [h for h, _ in found].count(s) != 1]
+    assert not wrong, f'sections {wrong} are not in {", ".join(p.name for p in DOCS)} exactly once'
     results = []
-    for p in paragraphs(text.split(SECTION, 1)[1]):
+    for p in paragraphs(secs[SECTION.removeprefix('## ')]):
         title = re.match(r'\*\*(.+?)\*\*', p)
         if title or not results: results.append([title[1] if title else 'intro', p])
         else: results[-1][1] += '\n\n' + p
-    return [('Two commands', p) for p in paragraphs(two) if PATH.search(p)] + [(t, b) for t, b in results]
+    return [b for s in PROSE for b in prose_blocks(s, secs[s])] + [(t, b) for t, b in results]
+
+
+def prose_blocks(section: str, text: str) -> list[tuple[str, str]]:
+    "A `PROSE` section's paragraphs that cite outputs/; a table's rows that do, each a block `<section>: <first cell>`."
+    out = []
+    for p in paragraphs(text):
+        if not PATH.search(p): continue
+        lines = p.split('\n')
+        if all(line.startswith('|') for line in lines):
+            out += [(f'{section}: {r.strip("|").split("|")[0].strip()}', r) for r in lines if PATH.search(r)]
+        else: out.append((section, p))
+    return out
 
 
 def block_text(block: str) -> str:
-    "The text of the README block(s) whose title starts with `block` (`Two commands`: all its citing paragraphs)."
+    "The text of the block(s) whose title starts with `block` (a `PROSE` section: all its citing paragraphs)."
     found = [(t, text) for t, text in blocks() if t.startswith(block)]
-    assert len({t for t, _ in found}) == 1, f'{len({t for t, _ in found})} README blocks are titled {block!r}...'
+    assert len({t for t, _ in found}) == 1, f'{len({t for t, _ in found})} blocks are titled {block!r}...'
     return '\n\n'.join(text for _, text in found)
 
 
