@@ -201,7 +201,7 @@ def read_generic(d: dict) -> tuple[list[dict], dict]:
 
 # %% ../nbs/34_report.ipynb #0ebfd545
 def _folder_model(s: dict, system: str) -> str:
-    return 'no LLM' if system == 'nskgqa' else (s.get('models') or {}).get(system) or s.get('model', '?')
+    return 'no LLM' if system.startswith('nskgqa') else (s.get('models') or {}).get(system) or s.get('model', '?')
 
 def read_own_kg(d: dict) -> tuple[list[dict], dict]:
     "run_kg's outputs/own_kg.json: Hits@1 (95% CI), n and seconds per question for each folder, system and split."

@@ -12,7 +12,7 @@ NBS = ROOT / 'nbs'
 def test_run_kg_on_the_shipped_tsv_fixture(tmp_path):
     papermill = pytest.importorskip('papermill')
     params = {'kg_dir': str(ROOT / 'kgqa_nb' / 'data' / 'own_kg' / 'family_tsv'), 'name': 'family',
-              'systems': 'nskgqa,codealign,symkgqa,kbcoder', 'model': 'fake', 'n_llm': 3,
+              'systems': 'nskgqa,nskgqa-names,codealign,symkgqa,kbcoder', 'model': 'fake', 'n_llm': 3,
               'out_dir': str(tmp_path / 'own_kg'), 'summary_file': str(tmp_path / 'own_kg.json')}
     files = lambda: {p.name: p.read_text() for p in sorted((tmp_path / 'own_kg' / 'family').glob('*.jsonl'))}
     for run in range(2):
@@ -21,7 +21,7 @@ def test_run_kg_on_the_shipped_tsv_fixture(tmp_path):
         if run == 0: first = files()
     assert files() == first  # resumed: no record recomputed or duplicated
     s = json.loads((tmp_path / 'own_kg.json').read_text())['kgs']['family']
-    assert set(s['hits1']) == {'nskgqa', 'codealign', 'symkgqa', 'kbcoder'}
+    assert set(s['hits1']) == {'nskgqa', 'nskgqa-names', 'codealign', 'symkgqa', 'kbcoder'}
     assert {split for by in s['hits1'].values() for split in by} == {'2-hop/qa_dev', '3-hop/qa_dev'}
     assert s['hits1']['codealign']['2-hop/qa_dev']['n'] == 3
     assert all(r['coverage'] == 1.0 for r in s['induction'])  # every fixture question has an exact program
