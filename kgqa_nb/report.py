@@ -378,6 +378,9 @@ REPORT_SECTIONS = [
      'Questions worded as people ask them: natural-wording dev set, n=99 (generalization)', None,
      ['generalization/natural_dev_accuracy.png']),
     ('generalization/natural_dev_by_category.md', 'Natural-wording dev set by category (generalization)', None, []),
+    ('generalization/natural_dev_skeleton_coverage.md',
+     "Natural-wording dev set: is the question's program skeleton among its demonstrations? (generalization)", None,
+     []),
     ('benchgen_levels.md', 'Evaluation levels of the demo benchmark and Complex MetaQA: i.i.d., compositional, '
      'zero-shot (benchgen levels)', None, []),
     ('generation_ser.json', 'Syntax error rate of generation (generation_ser)', read_generation_ser, []),

@@ -18,7 +18,7 @@ __all__ = ['SCHEMA_KINDS', 'ZERO_SHOT_KINDS', 'LEVELS', 'TEST_LEVELS', 'FRAME_PA
            'NAME_PARAPHRASES', 'PARAPHRASES', 'METAQA_PARAPHRASES', 'LEVELS_VERSION', 'program_skeleton',
            'schema_items', 'same_skeleton_flags', 'retrieved_skeleton_flags', 'level_splits', 'check_levels',
            'paraphrase_lexicon', 'metaqa_paraphrases', 'skeleton_overlap', 'levels_report', 'build_levels',
-           'write_levels', 'demo_benchmark_levels', 'complex_metaqa_levels']
+           'write_levels', 'demo_benchmark_levels', 'complex_metaqa_levels', 'skeleton_coverage']
 
 # %% ../nbs/39_splits.ipynb #5d9ba75b
 SCHEMA_KINDS = ('relation', 'key', 'qkey', 'concept')  # the parameter kinds of `functions.PARAM_KINDS` that name schema
@@ -421,3 +421,22 @@ def complex_metaqa_levels(n_per_category: int = 3000,  # questions generated per
     kb = metaqa_as_kopl(Path(kb_path) if kb_path else data_dir('metaqa/kb.txt'))
     lex = metaqa_lexicon(kb).merged(metaqa_paraphrases(kb))
     return write_levels(folder, kb, build_levels(kb, n_per_category, seed, METAQA_CATEGORIES, lex, level_share))
+
+# %% ../nbs/39_splits.ipynb #b84b0e6a
+def skeleton_coverage(index,  # a `kgqa_nb.demos.DemoIndex` over the pool
+                      records: list[dict],  # benchmark records (question, program)
+                      linked: list[dict],  # each record's linking: {'entities': [...], 'concepts': [...]}
+                      n: int,  # demonstrations retrieved per question
+                      distinct_skeletons: bool = False,  # at most one demonstration per program skeleton
+                     ) -> dict:
+    "Percent of questions whose program skeleton is among the retrieved demonstrations, and in the pool at all."
+    in_pool = {program_skeleton(d.program) for d in index.demos}
+    shown = found = 0
+    for r, lk in zip(records, linked):
+        sk = program_skeleton(r['program'])
+        demos = index.by_question(r['question'], n, lk.get('entities', []), lk.get('concepts', []),
+                                  distinct_skeletons=distinct_skeletons)
+        shown += any(program_skeleton(d.program) == sk for d in demos)
+        found += sk in in_pool
+    k = max(1, len(records))
+    return {'n': len(records), 'retrieved': round(100 * shown / k, 1), 'in_pool': round(100 * found / k, 1)}
