@@ -8,19 +8,19 @@ import hashlib, json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 from .core import KGQAError, cache_dir
 from .functions import (FUNCTIONS, ENTITIES, FACTS, VALUE, QVALUE, ARG_OPS, CLOSED_KINDS, CMP_OPS,
                                KoPLFunction, accepts)
-from .parse import apostrophes_repairable
-from .prompts import code_name, symkgqa_arg
+from .parse import apostrophes_repairable, parse_kbcoder, read_codealign, read_symkgqa
+from .prompts import PromptParts, code_name, codealign_prompt, kbcoder_prompt, symkgqa_arg, symkgqa_prompt
 
 # %% auto #0
-__all__ = ['LEVELS', 'MAX_TEXT', 'MAX_ENTITY_NAMES', 'MAX_STEPS', 'MAX_BRANCHES', 'START_T', 'FINAL_T', 'FORMATS', 'GrammarError',
-           'Lit', 'Chars', 'Ref', 'Seq', 'Alt', 'Rep', 'seq', 'alt', 'Grammar', 'literal_choice', 'KGVocabulary',
-           'param_slot', 'typed_keys', 'vocabulary_fingerprint', 'kg_vocabulary', 'ArgRules', 'type_class',
-           'StackState', 'kopl_transitions', 'codealign_grammar', 'symkgqa_grammar', 'kbcoder_grammar',
-           'program_grammar', 'sample_text']
+__all__ = ['LEVELS', 'MAX_TEXT', 'MAX_ENTITY_NAMES', 'MAX_STEPS', 'MAX_BRANCHES', 'START_T', 'FINAL_T', 'PROGRAM_FORMATS',
+           'FORMATS', 'GrammarError', 'Lit', 'Chars', 'Ref', 'Seq', 'Alt', 'Rep', 'seq', 'alt', 'Grammar',
+           'literal_choice', 'KGVocabulary', 'param_slot', 'typed_keys', 'vocabulary_fingerprint', 'kg_vocabulary',
+           'ArgRules', 'type_class', 'StackState', 'kopl_transitions', 'codealign_grammar', 'symkgqa_grammar',
+           'kbcoder_grammar', 'ProgramFormat', 'program_grammar', 'sample_text']
 
 # %% ../nbs/23_grammar.ipynb #d69216f3
 class GrammarError(KGQAError, ValueError):
@@ -560,8 +560,33 @@ def kbcoder_grammar(vocab: KGVocabulary | None = None,  # relation names from th
         g.add(name(s), alt(*options))
     return g
 
+# %% ../nbs/23_grammar.ipynb #2b0ef963
+@dataclass(frozen=True)
+class ProgramFormat:
+    "A system's program format: the prompt that asks for programs, the reader of a generation, the grammar."
+    name: str  # 'codealign', 'symkgqa' or 'kbcoder' (`PipelineConfig.system`, `program_grammar`'s `fmt`)
+    prompt: Callable  # the prompt builder, returning `PromptParts` (e.g. `prompts.codealign_prompt`)
+    read: Callable  # generation text -> the program as written (raises one of `parse.PARSE_ERRORS`)
+    grammar: Callable  # `KGVocabulary` or None -> the format's `Grammar` (e.g. `codealign_grammar`)
+    prompt_args: tuple = ()  # the names of the arguments `prompt` takes, in its order
+
+    def make_prompt(self, **values) -> PromptParts:
+        "The prompt, given `values` by argument name (more than `prompt_args` may be given; the others are left out)."
+        missing = [a for a in self.prompt_args if a not in values]
+        if missing: raise TypeError(f'the {self.name} prompt needs {", ".join(missing)}')
+        return self.prompt(**{a: values[a] for a in self.prompt_args})
+
+PROGRAM_FORMATS = {
+    'codealign': ProgramFormat('codealign', codealign_prompt, read_codealign, codealign_grammar,
+                               ('question', 'entities', 'concepts', 'facts', 'demos', 'include_facts', 'schema')),
+    'symkgqa': ProgramFormat('symkgqa', symkgqa_prompt, read_symkgqa, symkgqa_grammar,
+                             ('question', 'entities', 'concepts', 'demos')),
+    'kbcoder': ProgramFormat('kbcoder', kbcoder_prompt, parse_kbcoder, kbcoder_grammar,
+                             ('question', 'demos', 'relations')),
+}
+
 # %% ../nbs/23_grammar.ipynb #3e1ddc4b
-FORMATS = {'codealign': codealign_grammar, 'symkgqa': symkgqa_grammar, 'kbcoder': kbcoder_grammar}
+FORMATS = {name: f.grammar for name, f in PROGRAM_FORMATS.items()}  # the grammar builders alone
 _GRAMMARS: dict = {}
 
 def program_grammar(fmt: str,  # 'codealign', 'symkgqa' or 'kbcoder'

@@ -6,9 +6,9 @@
 from __future__ import annotations
 import json, random, time, traceback
 from functools import partial
-from dataclasses import dataclass, field, asdict, replace
+from dataclasses import dataclass, field, fields, asdict, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 from .core import progress_bar
 
@@ -16,19 +16,21 @@ from .core import KGQAError, open_jsonl_append, read_jsonl
 from .evaluate import any_hit, expected_hits_at_1, hits_at_1, wilson_interval
 from .executor import ExecutionError, KoPLExecutor
 from .functions import ProgramError
-from .grounding import TABLE7_GROUPS, grounding_accuracy, needed_grounding
+from .grounding import GroundingResult, TABLE7_GROUPS, grounding_accuracy, needed_grounding
 from .demos import relation_path
-from .facts import prompt_facts
+from .facts import FactsResult, prompt_facts
+from .linking import Linked
 from .llm import Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error
 from .parse import ParseResult, parse_generation
-from .prompts import Demo, PromptParts, codealign_prompt, symkgqa_prompt
-from .grammar import kg_vocabulary, program_grammar
-from .schema import restricted_vocabulary, schema_block
+from .prompts import Demo, PromptParts
+from .grammar import PROGRAM_FORMATS, kg_vocabulary, program_grammar
+from .schema import Retrieved, restricted_vocabulary, schema_block
 
 # %% auto #0
-__all__ = ['SYSTEMS', 'CONSTRAIN_LEVELS', 'LATER_FIELDS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'PipelineConfig',
-           'PipelineError', 'execute_answers', 'Stages', 'constraint_grammar', 'with_facts', 'with_schema',
-           'question_grammar', 'build_prompt', 'ground_and_execute', 'score', 'answer_question', 'is_crashed',
+__all__ = ['SYSTEMS', 'CONSTRAIN_LEVELS', 'LATER_FIELDS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'PipelineConfig', 'LinkerLike',
+           'FactsLike', 'DemoRetrieverLike', 'GrounderLike', 'ExecutorLike', 'SchemaRetrieverLike', 'PipelineError',
+           'execute_answers', 'Stages', 'constraint_grammar', 'with_facts', 'with_schema', 'question_grammar',
+           'build_prompt', 'ground_and_execute', 'score', 'answer_question', 'Record', 'record_fields', 'is_crashed',
            'read_records', 'run_pipeline', 'summarize', 'failure_stage', 'interleave', 'subsample', 'question_counts',
            'incomplete', 'summary_table', 'failure_table', 'grounding_table']
 
@@ -103,6 +105,42 @@ class PipelineConfig:
         diff = [f'{k}={v}' for k, v in mine.items() if v != base.get(k, LATER_FIELDS.get(k))]
         return self.system + (' (' + ', '.join(diff) + ')' if diff else '')
 
+# %% ../nbs/18_pipeline.ipynb #c913e846
+@runtime_checkable
+class LinkerLike(Protocol):
+    "`Stages.link`: question text -> its entities and concepts (`partial(link_metaqa, kg=kg)`, `EntityLinker.link`)."
+    def __call__(self, question: str) -> Linked: ...
+
+@runtime_checkable
+class FactsLike(Protocol):
+    "`Stages.facts`: question-specific facts from the linked entities and concepts (`facts.FactsExtractor`)."
+    def extract(self, question: str, entities: list = (), concepts: list = (), mode: str = 'realistic',
+                theta: float | None = None) -> FactsResult: ...
+
+@runtime_checkable
+class DemoRetrieverLike(Protocol):
+    "`Stages.demo_index`: dynamic demonstrations and the correction's D' (`demos.DemoIndex`)."
+    def by_question(self, question: str, n: int, entities=(), concepts=(), exclude=(), best_last: bool = False,
+                    distinct_skeletons: bool = False) -> list[Demo]: ...
+    def by_skeleton(self, program: list, n: int, exclude=(), question: str | None = None, entities=(),
+                    concepts=()) -> list[Demo]: ...
+
+@runtime_checkable
+class GrounderLike(Protocol):
+    "`Stages.grounder`: repairs and grounds a parsed generation in the KG (`grounding.Grounder`)."
+    def repair_and_ground(self, parsed: ParseResult, question: str) -> GroundingResult: ...
+
+@runtime_checkable
+class ExecutorLike(Protocol):
+    ("`Stages.executor`: runs a program (`executor.KoPLExecutor`, `kopl_sparql.SparqlExecutor`); the 'kg' grammar "
+     "also reads its `kg`.")
+    def answer(self, program: list) -> str | list: ...
+
+@runtime_checkable
+class SchemaRetrieverLike(Protocol):
+    "`Stages.schema`: the KG names closest to a question, k per kind (`schema.SchemaRetriever`)."
+    def retrieve(self, question: str, k: int | dict = 10, entities: list = ()) -> Retrieved: ...
+
 # %% ../nbs/18_pipeline.ipynb #a7dcf687
 class PipelineError(KGQAError):
     "A pipeline was configured for a stage it was not given."
@@ -116,13 +154,13 @@ def execute_answers(executor: KoPLExecutor, program: list, q: Question, linked) 
 class Stages:
     "The stage objects of a pipeline run."
     backend: LLMBackend  # the LLM
-    executor: KoPLExecutor  # over the KG the questions ask about (or a `kopl_sparql.SparqlExecutor`: same `answer`)
-    link: Callable  # question -> `kgqa_nb.linking.Linked` (realistic mode)
+    executor: ExecutorLike  # over the KG the questions ask about (or a `kopl_sparql.SparqlExecutor`: same `answer`)
+    link: LinkerLike  # question -> `kgqa_nb.linking.Linked` (realistic mode)
     demos: list = field(default_factory=list)  # the fixed demonstration set D (`Demo`s)
-    demo_index: object | None = None  # a `kgqa_nb.demos.DemoIndex` (D' and dynamic demonstrations)
-    facts: object | None = None  # a `kgqa_nb.facts.FactsExtractor`
-    grounder: object | None = None  # a `kgqa_nb.grounding.Grounder`
-    schema: object | None = None  # a `kgqa_nb.schema.SchemaRetriever` (KG names for the prompt and the grammar)
+    demo_index: DemoRetrieverLike | None = None  # a `kgqa_nb.demos.DemoIndex` (D' and dynamic demonstrations)
+    facts: FactsLike | None = None  # a `kgqa_nb.facts.FactsExtractor`
+    grounder: GrounderLike | None = None  # a `kgqa_nb.grounding.Grounder`
+    schema: SchemaRetrieverLike | None = None  # a `kgqa_nb.schema.SchemaRetriever` (KG names: prompt, grammar)
     execute: Callable = execute_answers  # (executor, program, question, linked) -> answer list
     demo_facts: dict = field(default_factory=dict, repr=False)  # facts of demonstrations, filled by `with_facts`
     grammars: dict = field(default_factory=dict, repr=False)  # (system, level) -> GBNF, filled by `constraint_grammar`
@@ -149,7 +187,6 @@ def constraint_grammar(cfg: PipelineConfig, st: Stages) -> str | None:
         kg = getattr(st.executor, 'kg', None)
         st.grammars[key] = program_grammar(cfg.system, cfg.constrain, kg=kg).gbnf()
     return st.grammars[key]
-
 
 # %% ../nbs/18_pipeline.ipynb #6e83718d
 def _clock(timings: dict, stage: str, t0: float) -> float:
@@ -185,10 +222,11 @@ def question_grammar(cfg: PipelineConfig, st: Stages, retrieved) -> str | None:
     return program_grammar(cfg.system, 'kg', vocab=vocab).gbnf()
 
 def build_prompt(cfg: PipelineConfig, question: str, linked, facts: list, demos: list, schema: str = '') -> PromptParts:
-    "The prompt of `cfg.system` for one question (`schema`: its retrieved KG names, CodeAlignKGQA only)."
-    if cfg.system == 'symkgqa': return symkgqa_prompt(question, linked.entities, linked.concepts, demos=demos)
-    return codealign_prompt(question, linked.entities, linked.concepts, facts, demos=demos, include_facts=cfg.facts,
-                            schema=schema)
+    ("The prompt of `cfg.system` for one question, by its `grammar.PROGRAM_FORMATS` entry (which takes what its prompt "
+     "shows: `facts` and `schema`, the retrieved KG names, CodeAlignKGQA only).")
+    return PROGRAM_FORMATS[cfg.system].make_prompt(question=question, entities=linked.entities,
+                                                   concepts=linked.concepts, facts=facts, demos=demos,
+                                                   include_facts=cfg.facts, schema=schema)
 
 def _llm_call(st: Stages, parts: PromptParts, decoding: Decoding, rec: dict, timings: dict) -> Completion:
     c = st.backend.complete(parts.text, decoding)
@@ -297,6 +335,61 @@ def answer_question(q: Question,  # the question
     rec['constraint']['dropped'] = grammar is not None and not all(a['constrained'] for a in rec['attempts'])
     rec['timings'] = {k: round(v, 4) for k, v in timings.items()}
     return rec
+
+# %% ../nbs/18_pipeline.ipynb #5c4bfe26
+@dataclass
+class Record:
+    "One question's record (`answer_question`, or `run_pipeline`'s crash record) with named fields."
+    id: str  # the question's id
+    dataset: str = ''  # its group, e.g. 'metaqa-2hop'
+    question: str = ''  # the question text
+    gold: list = field(default_factory=list)  # gold answers
+    config: dict = field(default_factory=dict)  # `PipelineConfig.as_dict()`
+    model: str = ''  # `LLMBackend.model`
+    llm: dict = field(default_factory=dict)  # calls, cached, prompt_tokens, completion_tokens
+    attempts: list = field(default_factory=list)  # one dict per LLM call (kind 'generate', 'correct' or 'sample')
+    linked: dict = field(default_factory=dict)  # entities, concepts, mode
+    facts: list = field(default_factory=list)  # the facts in the question's prompt
+    schema: dict | None = None  # kind -> the KG names retrieved for the prompt (`PipelineConfig.schema` > 0 only)
+    constraint: dict | None = None  # level, grammar id, dropped (records older than grammars lack it)
+    valid: bool | None = None  # whether the program (after grounding) is valid
+    parsed: list | None = None  # the last generation's program, or its sketch when invalid
+    executed: list | None = None  # the program that was executed
+    decisions: list = field(default_factory=list)  # grounding decisions
+    prediction: list = field(default_factory=list)  # the answers
+    error: str | None = None  # why there is no answer
+    hit: float | None = None  # Hits@1 of the first answer
+    expected_hit: float | None = None  # Hits@1 expected under a uniform order of the answers
+    any_hit: float | None = None  # whether any answer is gold
+    timings: dict = field(default_factory=dict)  # seconds per stage
+    status: str | None = None  # 'crashed' for a crash record
+    traceback: str | None = None  # a crash record's traceback
+    extra: dict = field(default_factory=dict)  # keys no field holds
+    order: tuple = field(default=(), repr=False, compare=False)  # the keys of the dict it was read from, in order
+
+    @classmethod
+    def from_dict(cls, d: dict,  # a record as read from a records file
+                 ) -> Record:
+        "The record of a dict of any age; a missing field gets its default, an unknown key goes to `extra`."
+        if 'id' not in d: raise ValueError(f'a record needs an id; this one has {", ".join(d) or "no keys"}')
+        names = record_fields()
+        return cls(**{k: v for k, v in d.items() if k in names}, extra={k: v for k, v in d.items() if k not in names},
+                   order=tuple(d))
+
+    def as_dict(self) -> dict:
+        ("The dict it was read from (its keys, in their order, then new `extra` keys); a `Record` made directly: "
+         "every field (`schema`, `status` and `traceback` only when set), then `extra`.")
+        values = {**{k: getattr(self, k) for k in record_fields()}, **self.extra}
+        keys = list(self.order) or [k for k in record_fields()
+                                    if values[k] is not None or k not in ('schema', 'status', 'traceback')]
+        return {k: values[k] for k in [*keys, *(k for k in self.extra if k not in keys)]}
+
+    @property
+    def crashed(self) -> bool: return self.status == 'crashed'  # as `is_crashed`
+
+def record_fields() -> tuple:
+    "The names of `Record`'s fields that are keys of a record (all but `extra` and `order`)."
+    return tuple(f.name for f in fields(Record) if f.name not in ('extra', 'order'))
 
 # %% ../nbs/18_pipeline.ipynb #fa510b36
 def is_crashed(rec: dict) -> bool:
