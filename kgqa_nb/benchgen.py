@@ -20,17 +20,18 @@ from .kg import KG, Value, QUANTITY, VALUE_TYPES, from_kopl_dict, load_kb, read_
 from .functions import ProgramError, program_from_lists, FUNCTIONS
 from .executor import ExecutionError, KoPLExecutor, Ents, Vals
 from .evaluate import kqapro_categories, answers_match, single_answer, proportion, Score
+from .synthkb import flip, num_text, value_text
 
 # %% auto #0
 __all__ = ['DEFAULT_LEXICON', 'TIME_OPS', 'NUM_OPS', 'GENERATED_CATEGORIES', 'GENERATOR_VERSION', 'SPLITS', 'KQAPRO_FIELDS',
            'METAQA_RELATIONS', 'METAQA_ROLES', 'METAQA_ATTRIBUTES', 'METAQA_CATEGORIES', 'AttrFact', 'RelFact',
-           'KBIndex', 'num_text', 'value_text', 'filter_function', 'Lexicon', 'Loc', 'name_loc', 'threshold',
-           'satisfied_filter', 'attr_clause', 'has_qual_type', 'qual_clause', 'pick_concept', 'concept_loc', 'attr_loc',
-           'flip', 'mirror_fact', 'rel_loc', 'program_of', 'steps_inputs', 'located', 'unique_loc', 'Renderer',
-           'capitalize', 'skeleton', 'Draft', 'Templates', 'checked_answer', 'Choices', 'BenchmarkGenerator',
-           'split_questions', 'generate_benchmark', 'write_benchmark', 'DatasetFormatError', 'load_kqapro_split',
-           'load_benchmark_kb', 'gold_program_accuracy', 'program_free_baseline', 'demo_kb_dict', 'demo_benchmark',
-           'metaqa_as_kopl', 'metaqa_lexicon', 'complex_metaqa']
+           'KBIndex', 'filter_function', 'Lexicon', 'Loc', 'name_loc', 'threshold', 'satisfied_filter', 'attr_clause',
+           'has_qual_type', 'qual_clause', 'pick_concept', 'concept_loc', 'attr_loc', 'mirror_fact', 'rel_loc',
+           'program_of', 'steps_inputs', 'located', 'unique_loc', 'Renderer', 'capitalize', 'skeleton', 'Draft',
+           'Templates', 'checked_answer', 'Choices', 'BenchmarkGenerator', 'split_questions', 'generate_benchmark',
+           'write_benchmark', 'DatasetFormatError', 'load_kqapro_split', 'load_benchmark_kb', 'gold_program_accuracy',
+           'program_free_baseline', 'demo_kb_dict', 'demo_benchmark', 'metaqa_as_kopl', 'metaqa_lexicon',
+           'complex_metaqa']
 
 # %% ../nbs/09_benchgen.ipynb #07d5f2d8
 @dataclass(frozen=True)
@@ -118,16 +119,6 @@ class KBIndex:
         return int(p[rng.randrange(len(p))]) if len(p) else None
 
 # %% ../nbs/09_benchgen.ipynb #b3b9ac85
-def num_text(x: float) -> str:
-    "A number as text that parses back to exactly `x`: '206', '1.88', '-85.5'."
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
-
-def value_text(v: Value) -> str:
-    "A `Value` as a textual program input."
-    if v.type == 'quantity': return num_text(v.value) if v.unit == '1' else f'{num_text(v.value)} {v.unit}'
-    if v.type == 'date': return v.value.isoformat()
-    return str(v.value)
-
 def filter_function(v: Value, prefix: str = 'Filter') -> str:
     "The KoPL filter (or `QFilter`, `Verify`) function for a value's type."
     return prefix + {'string': 'Str', 'quantity': 'Num', 'year': 'Year', 'date': 'Date'}[v.type]
@@ -318,8 +309,6 @@ def attr_loc(ix: KBIndex, e: int, rng: random.Random, with_qual: bool = False, e
     return Loc(steps + [('FilterConcept', [c])], concept=c, clauses=clauses)
 
 # %% ../nbs/09_benchgen.ipynb #1cffcf69
-def flip(direction: str) -> str: return 'backward' if direction == 'forward' else 'forward'
-
 def mirror_fact(ix: KBIndex, e: int, f: RelFact) -> RelFact | None:
     "The copy of `e`'s fact `f` stored on the other entity, seen from `e` (None when the KB lacks it)."
     for g in ix.rels(f.other):
@@ -411,8 +400,6 @@ class Renderer:
 
     def value(self, v: Value) -> str:
         "A value as it reads in a question."
-        if v.type == 'quantity':
-            return self.mention(num_text(v.value) if v.unit == '1' else f'{num_text(v.value)} {v.unit}')
         return self.mention(value_text(v))
 
     def op_value(self, v: Value, op: str) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 __all__ = ['DATA_ENV_VAR', 'CACHE_ENV_VAR', 'GZIP_MAGIC', 'GZIP_SLICE', 'KGQAError', 'DataNotFoundError', 'data_dir',
            'package_data', 'cache_dir', 'logical_path', 'has_widgets', 'progress_bar', 'JSONLError', 'read_jsonl',
            'gzip_complete_members', 'GzipAppender', 'open_gzip_append', 'open_jsonl_append', 'slug', 'file_lock',
-           'plural']
+           'plural', 'norm_text', 'cell_text', 'md_table']
 
 # %% ../nbs/00_core.ipynb #87f1468b
 class KGQAError(Exception):
@@ -196,3 +196,29 @@ def plural(noun: str) -> str:
     elif re.search(r'[^aeiou]y$', w): p = w[:-1] + 'ies'
     else: p = w + 's'
     return ' '.join(words[:-1] + [p])
+
+def norm_text(text,  # a name or a question (anything else is read as `str(text)`)
+             ) -> str:
+    "Lowercased, runs of white space as one space, no leading or trailing space: '  The  Matrix' -> 'the matrix'."
+    return ' '.join(str(text).lower().split())
+
+# %% ../nbs/00_core.ipynb #65082c8d
+def cell_text(x) -> str:
+    "A value as a table cell: a float to 4 significant digits ('1,234' from 1,000 up), a list or tuple joined by ', '."
+    if isinstance(x, float): return f'{x:.4g}' if abs(x) < 1000 else f'{x:,.0f}'
+    if isinstance(x, (list, tuple)): return ', '.join(cell_text(v) for v in x)
+    return str(x)
+
+def md_table(rows,  # dict rows, or a pandas DataFrame (anything with `to_dict('records')`)
+             fmt=cell_text,  # a value -> its cell text
+             align_numbers: bool = False,  # right-align the columns whose values are all numbers
+            ) -> str:
+    "A markdown pipe table; columns: the rows' keys, first seen first; '_(no rows)_' when there are none."
+    if hasattr(rows, 'to_dict'): rows = rows.to_dict('records')
+    if not rows: return '_(no rows)_'
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    def right(c): return align_numbers and all(isinstance(r[c], (int, float)) for r in rows if c in r)
+    rule = '|' + '|'.join('---:' if right(c) else '---' for c in cols) + '|'
+    lines = ['| ' + ' | '.join(map(str, cols)) + ' |', rule]
+    lines += ['| ' + ' | '.join(fmt(r.get(c, '')).replace('|', '/') for c in cols) + ' |' for r in rows]
+    return '\n'.join(lines)

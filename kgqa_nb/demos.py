@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
-from .core import KGQAError, cache_dir, file_lock, slug
+from .core import KGQAError, cache_dir, file_lock, norm_text, slug
 from .embed import CHROMA_SETTINGS, Embedder
 from .facts import ENTITY_MASK, CONCEPT_MASK, load_stopwords, mask_question, oracle_mentions, words
 from .functions import ALIASES, FUNCTIONS, KoPLFunction, lookup
@@ -233,8 +233,6 @@ def feasibility(requirements: set,  # from `find_requirements`
 INDEX_VERSION = 1
 COLLECTIONS = ('skeletons', 'questions')
 
-def _norm(text: str) -> str: return ' '.join(str(text).lower().split())
-
 def pool_fingerprint(demos: list[Demo], skeletons: list[str], masked: list[str]) -> str:
     "A short hash of everything the index stores: version, and each demo's id, question, skeleton and masked text."
     h = hashlib.sha1(f'demo-index-v{INDEX_VERSION}'.encode())
@@ -284,7 +282,7 @@ class DemoIndex:
         self.vectors = {c: self._read_vectors(c) for c in COLLECTIONS}
         self._positions = defaultdict(list)  # id or normalised question -> pool positions
         for i, d in enumerate(self.demos):
-            self._positions[d.id].append(i); self._positions[_norm(d.question)].append(i)
+            self._positions[d.id].append(i); self._positions[norm_text(d.question)].append(i)
         self._profiles: dict[str, set] = {}
         self._nearest: dict[tuple, list[int]] = {}
 
@@ -334,7 +332,7 @@ class DemoIndex:
         out = set()
         for x in names:
             x = getattr(x, 'id', x)
-            out.update(self._positions.get(str(x), [])); out.update(self._positions.get(_norm(x), []))
+            out.update(self._positions.get(str(x), [])); out.update(self._positions.get(norm_text(x), []))
         return out
 
     def _candidates(self, collection: str, text: str, n: int, skip: set[int]) -> list[int]:

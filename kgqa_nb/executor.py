@@ -5,14 +5,15 @@
 # %% ../nbs/03_executor.ipynb #1e55f612
 from __future__ import annotations
 from dataclasses import dataclass
+from datetime import date
 import numpy as np
 from .core import KGQAError
 from .kg import KG, ValueArrays, STRING, QUANTITY, DATE, YEAR, parse_time
 from .functions import check_program, Step, InvalidInputError, ProgramError
 
 # %% auto #0
-__all__ = ['SMALL', 'Ents', 'Vals', 'ExecutionError', 'Target', 'split_quantity', 'verdict', 'read_target', 'compare', 'ranges',
-           'KoPLExecutor']
+__all__ = ['SMALL', 'Ents', 'Vals', 'ExecutionError', 'TextTarget', 'Target', 'split_quantity', 'verdict', 'read_text_target',
+           'read_target', 'compare', 'ranges', 'KoPLExecutor']
 
 # %% ../nbs/03_executor.ipynb #9712950c
 @dataclass
@@ -33,8 +34,23 @@ class ExecutionError(KGQAError, RuntimeError):
 
 # %% ../nbs/03_executor.ipynb #6071e3b0
 @dataclass(frozen=True)
+class TextTarget:
+    "A comparison target read from a textual input, its string and unit kept as text."
+    vtype: int  # STRING, QUANTITY, DATE or YEAR
+    text: str = ''  # the string
+    num: float = 0.0  # the number
+    unit: str = '1'  # its unit
+    year: int = 0  # the year (of a date too)
+    day: int = -1  # the date's day ordinal
+
+    @property
+    def iso(self) -> str:
+        "The date as yyyy-mm-dd ('' unless a date)."
+        return date.fromordinal(self.day).isoformat() if self.vtype == DATE else ''
+
+@dataclass(frozen=True)
 class Target:
-    "A comparison target read from a textual input."
+    "A comparison target as the KG's value columns hold it: string and unit as ids (-2: not in the KG)."
     vtype: int
     num: float = 0.0
     sid: int = -1
@@ -51,14 +67,23 @@ def verdict(n_true: int, n: int) -> str:
     "Verify's answer when `n_true` of `n` values satisfy the comparison: 'yes', 'no' or 'not sure'."
     return 'yes' if n_true and n_true == n else ('no' if n_true == 0 else 'not sure')
 
-def read_target(kg: KG, text: str, typ: str) -> Target:
-    "Read `text` as the official `_parse_key_value` does for type 'string', 'quantity', 'year' or 'date'."
-    if typ == 'string': return Target(STRING, sid=kg.strings.get(text, -2))
+def read_text_target(text: str,  # the function's textual input
+                     typ: str,  # 'string', 'quantity', 'year' or 'date'
+                    ) -> TextTarget:
+    "Read `text` as the official `_parse_key_value` does; ValueError if malformed."
+    if typ == 'string': return TextTarget(STRING, text=text)
     if typ == 'quantity':
         num, unit = split_quantity(text)
-        return Target(QUANTITY, num=num, unit=kg.units.get(unit, -2))
+        return TextTarget(QUANTITY, num=num, unit=unit)
     vt, y, d = parse_time(text)
-    return Target(vt, year=y, day=d)
+    return TextTarget(vt, year=y, day=d)
+
+def read_target(kg: KG, text: str, typ: str) -> Target:
+    "`read_text_target`, its string and unit looked up in `kg`."
+    t = read_text_target(text, typ)
+    if t.vtype == STRING: return Target(STRING, sid=kg.strings.get(t.text, -2))
+    if t.vtype == QUANTITY: return Target(QUANTITY, num=t.num, unit=kg.units.get(t.unit, -2))
+    return Target(t.vtype, year=t.year, day=t.day)
 
 def _cmp(a: np.ndarray, b, op: str) -> np.ndarray:
     if op == '=': return a == b

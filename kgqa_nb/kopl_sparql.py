@@ -12,17 +12,17 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from .core import KGQAError, cache_dir
-from .kg import KG, Value, parse_time, STRING, QUANTITY, DATE, YEAR
+from .kg import KG, Value, STRING, QUANTITY, YEAR
 from .functions import check_program, Step, InvalidInputError, ENTITIES, FACTS, VALUE, QVALUE
-from .executor import ExecutionError, KoPLExecutor, split_quantity, verdict
+from .executor import ExecutionError, KoPLExecutor, TextTarget, read_text_target, verdict
 from .sparql import SparqlStore, EndpointStore, SparqlError, sparql_string
 from . import rdf
 from .rdf import Pred, XSD_NS, key_iri, stored_iri, iri_name, iri_row
 
 # %% auto #0
-__all__ = ['PREFIXES', 'ROW_CAP', 'PAGE', 'SETS', 'VALUE_TYPES', 'BACKENDS', 'OxigraphStore', 'as_store', 'string_expr', 'Target',
-           'read_target', 'RowCapError', 'row_cap', 'split_select', 'bounded', 'read_whole', 'solutions', 'Plan',
-           'Compiler', 'compile_program', 'kopl_to_sparql', 'finish', 'supports_lateral', 'kb_hash', 'read_key_types',
+__all__ = ['PREFIXES', 'ROW_CAP', 'PAGE', 'SETS', 'VALUE_TYPES', 'BACKENDS', 'OxigraphStore', 'as_store', 'string_expr',
+           'RowCapError', 'row_cap', 'split_select', 'bounded', 'read_whole', 'solutions', 'Plan', 'Compiler',
+           'compile_program', 'kopl_to_sparql', 'finish', 'supports_lateral', 'kb_hash', 'read_key_types',
            'SparqlExecutor', 'BackendError', 'kg_executor', 'sparql_vocabulary']
 
 # %% ../nbs/30_kopl_sparql.ipynb #cf75a064
@@ -87,25 +87,6 @@ def string_expr(text: str) -> str:
     return _lit(text) if _lit(text) is not None else _concat(text)
 
 def _double(x: float) -> str: return f'"{rdf.double_lexical(x)}"^^xsd:double'
-
-@dataclass(frozen=True)
-class Target:
-    "A comparison target read from a textual input, as `kgqa_nb.executor.read_target` reads it, in text form."
-    vtype: int  # STRING, QUANTITY, DATE or YEAR
-    text: str = ''  # the string
-    num: float = 0.0  # the number
-    unit: str = '1'  # its unit
-    year: int = 0  # the year (of a date too)
-    iso: str = ''  # the date, yyyy-mm-dd
-
-def read_target(text: str, typ: str) -> Target:
-    "Read `text` for type 'string', 'quantity', 'year' or 'date' with `read_target`'s rules; ValueError if malformed."
-    if typ == 'string': return Target(STRING, text=text)
-    if typ == 'quantity':
-        num, unit = split_quantity(text)
-        return Target(QUANTITY, num=num, unit=unit)
-    vt, y, d = parse_time(text)
-    return Target(vt, year=y, iso=date.fromordinal(d).isoformat() if vt == DATE else '')
 
 # %% ../nbs/30_kopl_sparql.ipynb #b1aea05f
 ROW_CAP = 10_000  # the most rows a stock Virtuoso returns for one query (ResultSetMaxRows), without an error
@@ -229,7 +210,7 @@ class _Query:
         s = self.var('s')
         return [f'{subject} {pred} {s} .', f'FILTER({s} = {_concat(text)})']
 
-    def cond(self, v: str, t: Target, op: str) -> list[str]:
+    def cond(self, v: str, t: TextTarget, op: str) -> list[str]:
         "Patterns with one solution when value node `v` compares to `t` with `op` (`compare`'s rules), none otherwise."
         if t.vtype == STRING:
             if op != '=': raise ValueError(f'strings compare with = only, got {op!r}')
@@ -392,8 +373,8 @@ class Compiler:
         raise AssertionError(f'{fn} does not output entities')
 
     # ---- values ----
-    def target(self, i: int, text: str, typ: str) -> Target:
-        try: return read_target(text, typ)
+    def target(self, i: int, text: str, typ: str) -> TextTarget:
+        try: return read_text_target(text, typ)
         except (ValueError, TypeError) as e: raise InvalidInputError(str(e), i, self.steps[i].function) from None
 
     def key_type(self, i: int, key: str) -> str:

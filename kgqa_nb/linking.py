@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
-from .core import KGQAError, plural
+from .core import KGQAError, norm_text, plural
 from .facts import oracle_mentions, load_stopwords
 from .metaqa import BRACKETED_TOPIC
 
@@ -108,13 +108,11 @@ def load_spacy(name: str = SPACY_MODEL,  # an installed spaCy pipeline
 # %% ../nbs/15_linking.ipynb #7ccb6a90
 DEFAULT_CONCEPT_ALIASES = {'person': 'human', 'people': 'human', 'persons': 'human'}
 
-def _norm(text: str) -> str: return ' '.join(text.lower().split())
-
 def name_table(names: list[str]) -> dict[str, list[str]]:
     "Lowercased, space-normalised name -> the names spelled that way."
     out: dict[str, list[str]] = {}
     for n in names:
-        spelled = out.setdefault(_norm(n), [])
+        spelled = out.setdefault(norm_text(n), [])
         if n not in spelled: spelled.append(n)
     return out
 
@@ -123,10 +121,10 @@ def concept_table(concepts: list[str],  # the KG's concept names
                  ) -> dict[str, tuple[str, str]]:
     "Surface form (lowercased) -> (concept name, 'exact' | 'plural' | 'alias')."
     table = {}
-    for c in concepts: table.setdefault(_norm(plural(c)), (c, 'plural'))
+    for c in concepts: table.setdefault(norm_text(plural(c)), (c, 'plural'))
     for a, c in (aliases or {}).items():
-        if c in concepts: table.setdefault(_norm(a), (c, 'alias'))
-    for c in concepts: table[_norm(c)] = (c, 'exact')
+        if c in concepts: table.setdefault(norm_text(a), (c, 'alias'))
+    for c in concepts: table[norm_text(c)] = (c, 'exact')
     return table
 
 # %% ../nbs/15_linking.ipynb #816fcc99
@@ -169,7 +167,8 @@ class EntityLinker:
         self.entities = name_table(self.entity_names)
         self.concepts = concept_table(self.concept_names, DEFAULT_CONCEPT_ALIASES if concept_aliases is None
                                       else concept_aliases)
-        self.schema = {_norm(n) for n in [*el['relations'], *el['attributes'], *el['qualifiers']]}  # relations, keys
+        schema = [*el['relations'], *el['attributes'], *el['qualifiers']]  # relations, keys
+        self.schema = {norm_text(n) for n in schema}
         longest = max([len(_TOKEN.findall(n)) for n in [*self.entities, *self.concepts, *self.schema]] or [1])
         self.max_span = min(longest, 16)  # in tokens; the regex splits at least as finely as spaCy
         self._stopwords = load_stopwords()
@@ -177,12 +176,12 @@ class EntityLinker:
     # --- single mentions -------------------------------------------------------------------
     def exact_entity(self, text: str) -> str | None:
         "The entity name spelled `text` (case-insensitive), or None."
-        names = self.entities.get(_norm(text))
+        names = self.entities.get(norm_text(text))
         return names[0] if names else None
 
     def exact_concept(self, text: str) -> tuple[str, str] | None:
         "(concept name, 'exact' | 'plural' | 'alias') for `text`, or None."
-        return self.concepts.get(_norm(text))
+        return self.concepts.get(norm_text(text))
 
     def match_entity(self, text: str,  # a mention
                     ) -> tuple[str, float, str] | None:
@@ -231,7 +230,7 @@ class EntityLinker:
 
     def schema_spans(self, doc) -> list[tuple[int, int]]:
         "Token spans that spell a relation, attribute or qualifier name."
-        return [(i, j) for i, j in self._spans(doc) if _norm(doc[i:j].text) in self.schema]
+        return [(i, j) for i, j in self._spans(doc) if norm_text(doc[i:j].text) in self.schema]
 
     def exact_candidates(self, doc) -> list[_Candidate]:
         "Every token span that spells an entity name (and looks like a name) or a concept form at a noun-phrase head."

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .benchgen import GENERATED_CATEGORIES, demo_kb_dict, skeleton
-from .core import package_data
+from .core import norm_text, package_data
 from .evaluate import kqapro_categories
 from .executor import KoPLExecutor
 from .kg import from_kopl_dict
@@ -77,16 +77,14 @@ def check_natural_dev(records: list[dict] | None = None,  # default: `natural_de
                      kopl.answer(r['program'])) for r in records]
 
 # %% ../nbs/38_natural_dev.ipynb #e67eee5f
-def _norm(text: str) -> str: return ' '.join(text.lower().split())
-
 def template_matches(records: list[dict],  # dev records (with `skeleton`)
                      train: list[dict],  # benchmark records (with `question` and `skeleton`)
                     ) -> list[tuple[str, str]]:
     "(dev id, train question) for each dev question equal to a train question or with a train question's skeleton."
-    by_q = {_norm(t['question']): t['question'] for t in train}
-    by_sk = {_norm(t['skeleton']): t['question'] for t in train if t.get('skeleton')}
+    by_q = {norm_text(t['question']): t['question'] for t in train}
+    by_sk = {norm_text(t['skeleton']): t['question'] for t in train if t.get('skeleton')}
     out = []
     for r in records:
-        hit = by_q.get(_norm(r['question'])) or by_sk.get(_norm(r['skeleton']))
+        hit = by_q.get(norm_text(r['question'])) or by_sk.get(norm_text(r['skeleton']))
         if hit: out.append((r['id'], hit))
     return out

@@ -8,7 +8,7 @@ import json, re
 from pathlib import Path
 from typing import Sequence
 
-from .core import logical_path
+from .core import logical_path, md_table
 from .experiments import ExperimentError
 from .pipeline import NAMED_CONFIGS, incomplete, is_crashed, question_counts
 
@@ -16,14 +16,14 @@ from .pipeline import NAMED_CONFIGS, incomplete, is_crashed, question_counts
 __all__ = ['PAPER_FIGURES', 'REPORT_SECTIONS', 'ABLATION_COLUMNS', 'PIPELINE_ABLATIONS', 'NSKGQA_ABLATIONS', 'DUAL_VARIANTS',
            'DUAL_METRICS', 'ABLATION_COLORS', 'MAIN_SUBSET_COLUMNS', 'HEADLINE_ABOUT', 'ENGINE_ABOUT',
            'CODEALIGN_PAPER_KQAPRO', 'write_table', 'group_bar_chart', 'latency_chart', 'reproduction_lines',
-           'md_table', 'flat_scalars', 'read_run', 'read_metaqa_pipelines', 'read_generation_ser',
-           'read_bench_executor', 'read_facts', 'read_bench_complex', 'read_nskgqa', 'read_generic', 'read_own_kg',
-           'read_own_kg_induction', 'read_metaqa_kbcoder', 'read_kbcoder_head_to_head', 'read_kbcoder_like_for_like',
-           'read_webqsp_fer', 'read_run_webqsp', 'read_ablations', 'paper_figures_section', 'report_section',
-           'write_report', 'ablation_row', 'config_records', 'pipeline_ablation', 'pipeline_ablation_rows',
-           'nskgqa_setting_rows', 'nskgqa_ablation_rows', 'dual_kge_ablation_rows', 'ablation_table', 'ablation_chart',
-           'ablation_summary', 'common_questions', 'constraint_counts', 'constrained_rows', 'accuracy_ser_chart',
-           'read_constrained', 'read_constrained_elsewhere', 'read_main_run', 'read_main_job_subset', 'hits_by_dataset',
+           'flat_scalars', 'read_run', 'read_metaqa_pipelines', 'read_generation_ser', 'read_bench_executor',
+           'read_facts', 'read_bench_complex', 'read_nskgqa', 'read_generic', 'read_own_kg', 'read_own_kg_induction',
+           'read_metaqa_kbcoder', 'read_kbcoder_head_to_head', 'read_kbcoder_like_for_like', 'read_webqsp_fer',
+           'read_run_webqsp', 'read_ablations', 'paper_figures_section', 'report_section', 'write_report',
+           'ablation_row', 'config_records', 'pipeline_ablation', 'pipeline_ablation_rows', 'nskgqa_setting_rows',
+           'nskgqa_ablation_rows', 'dual_kge_ablation_rows', 'ablation_table', 'ablation_chart', 'ablation_summary',
+           'common_questions', 'constraint_counts', 'constrained_rows', 'accuracy_ser_chart', 'read_constrained',
+           'read_constrained_elsewhere', 'read_main_run', 'read_main_job_subset', 'hits_by_dataset',
            'like_for_like_rows', 'engines_in_records', 'category_accuracy', 'first_errors', 'split_counts',
            'kqapro_test_figures', 'webqsp_figures', 'metaqa_figures', 'main_job_subset', 'constrained_headline',
            'rebuild_constrained_summary']
@@ -106,19 +106,6 @@ def _get(d, *keys, default=None):
         if not isinstance(d, dict) or k not in d: return default
         d = d[k]
     return d
-
-def _fmt(x) -> str:
-    if isinstance(x, float): return f'{x:.4g}' if abs(x) < 1000 else f'{x:,.0f}'
-    if isinstance(x, (list, tuple)): return ', '.join(_fmt(v) for v in x)
-    return str(x)
-
-def md_table(rows: list[dict]) -> str:
-    "A markdown table of dict rows (columns: the union of keys, in first-seen order)."
-    if not rows: return '_(no rows)_'
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    lines = ['| ' + ' | '.join(cols) + ' |', '|' + '---|' * len(cols)]
-    lines += ['| ' + ' | '.join(_fmt(r.get(c, '')).replace('|', '/') for c in cols) + ' |' for r in rows]
-    return '\n'.join(lines)
 
 def flat_scalars(d: dict, prefix: str = '', depth: int = 2) -> list[dict]:
     "Rows {key, value} of the scalar leaves of a JSON object, down to `depth` levels."

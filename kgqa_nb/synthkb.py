@@ -17,7 +17,7 @@ __all__ = ['SYLLABLES', 'CONCEPT_NOUNS', 'CONCEPT_MODIFIERS', 'RELATION_HEAD', '
            'FIRST_DAY', 'LAST_DAY', 'TEMPLATES', 'no_gc', 'pseudo_words', 'make_unique', 'zipf_weights', 'KeySpec',
            'json_number', 'draw_values', 'draw_values_by_key', 'labels', 'attribute_specs', 'qualifier_specs',
            'concept_parents', 'concept_names', 'qualifiers_per_fact', 'capped_draws', 'copy_qualifiers', 'synthetic_kb',
-           'kb_stats', 'save_kb', 'value_text', 'year_text', 'ProgramInputs', 'pick', 'flip', 'comparison',
+           'kb_stats', 'save_kb', 'num_text', 'value_text', 'year_text', 'ProgramInputs', 'pick', 'flip', 'comparison',
            'some_qualifier', 'chain', 'join', 't_relate_what', 't_relate_concept_what', 't_relate_relate_what',
            't_relate_queryattr', 't_relate_concept_count', 't_queryattr', 't_filterstr_concept_what',
            't_queryattr_qualifier', 't_relate_qfilteryear_what', 't_relate_qfilterstr_what',
@@ -352,13 +352,17 @@ def save_kb(kb: dict,
     return path
 
 # %% ../nbs/07_synthkb.ipynb #3fe68bdb
-def value_text(v: dict) -> str:
-    "A KoPL JSON value as a program's textual input: '206 centimetre', '23' (unit '1'), '1984-12-30', '2003', 'male'."
-    if v['type'] == 'quantity':
-        x = v['value']
-        number = str(int(x)) if float(x).is_integer() else str(x)
-        return number if v['unit'] == '1' else f"{number} {v['unit']}"
-    return str(v['value'])
+def num_text(x: float) -> str:
+    "A number as text that parses back to exactly `x`: '206', '1.88', '-85.5'."
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+def value_text(v,  # a KoPL JSON value (dict), or a `kgqa_nb.kg.Value`
+              ) -> str:
+    "A value as a program's textual input: '206 centimetre', '23' (unit '1'), '1984-12-30', '2003', 'male'."
+    typ, x = (v['type'], v['value']) if isinstance(v, dict) else (v.type, v.value)
+    if typ != 'quantity': return str(x)  # a date object or an ISO date string, a year, a string
+    unit = v['unit'] if isinstance(v, dict) else v.unit
+    return num_text(x) if unit == '1' else f'{num_text(x)} {unit}'
 
 def year_text(v: dict) -> str:
     "The year of a date or year value, as text."
