@@ -422,7 +422,7 @@ def complex_metaqa_levels(n_per_category: int = 3000,  # questions generated per
     lex = metaqa_lexicon(kb).merged(metaqa_paraphrases(kb))
     return write_levels(folder, kb, build_levels(kb, n_per_category, seed, METAQA_CATEGORIES, lex, level_share))
 
-# %% ../nbs/39_splits.ipynb #b84b0e6a
+# %% ../nbs/39_splits.ipynb #db76ebc1
 def skeleton_coverage(index,  # a `kgqa_nb.demos.DemoIndex` over the pool
                       records: list[dict],  # benchmark records (question, program)
                       linked: list[dict],  # each record's linking: {'entities': [...], 'concepts': [...]}
