@@ -15,6 +15,7 @@ from functools import cached_property
 from datetime import date, timedelta
 from pathlib import Path
 import numpy as np
+from fastcore.basics import patch
 from .core import KGQAError, data_dir, package_data, plural
 from .kg import KG, Value, QUANTITY, VALUE_TYPES, from_kopl_dict, load_kb, read_metaqa_triples
 from .functions import ProgramError, program_from_lists, FUNCTIONS
@@ -41,6 +42,7 @@ class AttrFact:
     value: Value
     quals: dict  # qualifier key -> list of `Value`s
 
+# %% ../nbs/09_benchgen.ipynb #a17181f1
 @dataclass(frozen=True)
 class RelFact:
     "A relation fact as stored on an entity: `direction` forward means the entity is the subject."
@@ -49,6 +51,7 @@ class RelFact:
     other: int  # item id at the other end
     quals: dict
 
+# %% ../nbs/09_benchgen.ipynb #34c43b19
 class KBIndex:
     "Facts per entity, pools of entities by the facts they have, and value pools for distractors."
     def __init__(self, kg: KG):
@@ -74,49 +77,63 @@ class KBIndex:
             self.pools[f'qual_rel_{name}'] = np.unique(kg.rel_src[facts[facts >= kg.n_attr] - kg.n_attr])
         self._attrs, self._rels, self._values, self._members = {}, {}, {}, {}
 
-    def attrs(self, e: int) -> list[AttrFact]:
-        "The attribute facts of item `e`."
-        if e not in self._attrs:
-            kg = self.kg
-            self._attrs[e] = [AttrFact(kg.keys.items[kg.attr_key[i]], kg.value(kg.attr_val, i), kg.qualifiers(i))
-                              for i in range(kg.attr_ptr[e], kg.attr_ptr[e + 1])]
-        return self._attrs[e]
+# %% ../nbs/09_benchgen.ipynb #8467a1cb
+@patch
+def attrs(self: KBIndex, e: int) -> list[AttrFact]:
+    "The attribute facts of item `e`."
+    if e not in self._attrs:
+        kg = self.kg
+        self._attrs[e] = [AttrFact(kg.keys.items[kg.attr_key[i]], kg.value(kg.attr_val, i), kg.qualifiers(i))
+                          for i in range(kg.attr_ptr[e], kg.attr_ptr[e + 1])]
+    return self._attrs[e]
 
-    def rels(self, e: int) -> list[RelFact]:
-        "The relation facts stored on item `e` (both directions)."
-        if e not in self._rels:
-            kg = self.kg
-            self._rels[e] = [RelFact(kg.relations.items[kg.rel_rel[j]], ('forward', 'backward')[kg.rel_dir[j]],
-                                     int(kg.rel_obj[j]), kg.qualifiers(kg.n_attr + j))
-                             for j in range(kg.rel_ptr[e], kg.rel_ptr[e + 1])]
-        return self._rels[e]
+# %% ../nbs/09_benchgen.ipynb #30c88f88
+@patch
+def rels(self: KBIndex, e: int) -> list[RelFact]:
+    "The relation facts stored on item `e` (both directions)."
+    if e not in self._rels:
+        kg = self.kg
+        self._rels[e] = [RelFact(kg.relations.items[kg.rel_rel[j]], ('forward', 'backward')[kg.rel_dir[j]],
+                                 int(kg.rel_obj[j]), kg.qualifiers(kg.n_attr + j))
+                         for j in range(kg.rel_ptr[e], kg.rel_ptr[e + 1])]
+    return self._rels[e]
 
-    def concepts(self, e: int) -> list[str]:
-        "Names of the direct concepts of `e`."
-        return [self.kg.names[c] for c in self.kg.parents[e]]
+# %% ../nbs/09_benchgen.ipynb #7ed5087c
+@patch
+def concepts(self: KBIndex, e: int) -> list[str]:
+    "Names of the direct concepts of `e`."
+    return [self.kg.names[c] for c in self.kg.parents[e]]
 
-    def values_of(self, key: str) -> list[Value]:
-        "Every distinct value (as `Value`) of an attribute key, in KB order."
-        if key not in self._values:
-            rows = self.kg.attr_rows(key)
-            self._values[key] = list(dict.fromkeys(self.kg.value(self.kg.attr_val, int(r)) for r in rows))
-        return self._values[key]
+# %% ../nbs/09_benchgen.ipynb #c314de45
+@patch
+def values_of(self: KBIndex, key: str) -> list[Value]:
+    "Every distinct value (as `Value`) of an attribute key, in KB order."
+    if key not in self._values:
+        rows = self.kg.attr_rows(key)
+        self._values[key] = list(dict.fromkeys(self.kg.value(self.kg.attr_val, int(r)) for r in rows))
+    return self._values[key]
 
-    def key_count(self, e: int, key: str) -> int:
-        "How many values item `e` has for `key`."
-        return sum(a.key == key for a in self.attrs(e))
+# %% ../nbs/09_benchgen.ipynb #8537393c
+@patch
+def key_count(self: KBIndex, e: int, key: str) -> int:
+    "How many values item `e` has for `key`."
+    return sum(a.key == key for a in self.attrs(e))
 
-    def members(self, concept: str) -> list[int]:
-        "Non-concept items of a concept (sub-concepts included), sorted."
-        if concept not in self._members:
-            ids = [m for c in self.kg.find(concept) for m in self.kg.concept_members.get(c, [])]
-            self._members[concept] = sorted({int(m) for m in ids if not self.kg.is_concept[m]})
-        return self._members[concept]
+# %% ../nbs/09_benchgen.ipynb #5121bccd
+@patch
+def members(self: KBIndex, concept: str) -> list[int]:
+    "Non-concept items of a concept (sub-concepts included), sorted."
+    if concept not in self._members:
+        ids = [m for c in self.kg.find(concept) for m in self.kg.concept_members.get(c, [])]
+        self._members[concept] = sorted({int(m) for m in ids if not self.kg.is_concept[m]})
+    return self._members[concept]
 
-    def pick(self, rng: random.Random, pool: str) -> int | None:
-        "A random entity from a pool, or None when the pool is empty."
-        p = self.pools[pool]
-        return int(p[rng.randrange(len(p))]) if len(p) else None
+# %% ../nbs/09_benchgen.ipynb #e7123dc9
+@patch
+def pick(self: KBIndex, rng: random.Random, pool: str) -> int | None:
+    "A random entity from a pool, or None when the pool is empty."
+    p = self.pools[pool]
+    return int(p[rng.randrange(len(p))]) if len(p) else None
 
 # %% ../nbs/09_benchgen.ipynb #b3b9ac85
 def filter_function(v: Value, prefix: str = 'Filter') -> str:
@@ -143,6 +160,7 @@ class Lexicon:
         "Every test wording: what a levels build never lets a train question use."
         return frozenset(w for ws in self.test_wordings.values() for w in ws)
 
+# %% ../nbs/09_benchgen.ipynb #ff683297
 DEFAULT_LEXICON = Lexicon(
     relations={
         'director': {'backward': ['directed by {e}'], 'forward': ['who directed {e}']},
@@ -377,6 +395,7 @@ TIME_OPS = {'<': ['before', 'earlier than'], '>': ['after', 'later than'], '=': 
 NUM_OPS = {'<': ['less than', 'below', 'under'], '>': ['greater than', 'more than', 'above', 'over'],
            '=': ['equal to', 'exactly'], '!=': ['not equal to', 'other than']}
 
+# %% ../nbs/09_benchgen.ipynb #2c393cf0
 class Renderer:
     "Words programs' pieces with random (seeded) wordings, and records the entity/value mentions it inserts."
     def __init__(self, rng: random.Random, lexicon: Lexicon = DEFAULT_LEXICON,
@@ -384,84 +403,115 @@ class Renderer:
                 ):
         self.rng, self.lex, self.mentions, self.wording, self.used = rng, lexicon, [], wording, []
 
-    def choice(self, options: list, also: tuple = ()) -> str:
-        return self.rng.choice(options) if self.wording is None else self.pick(options, also)
-    def alt(self, text: str, also: tuple = ()) -> str:  # a KG name or fixed phrase (or, in levels builds, a paraphrase)
-        return text if self.wording is None else self.pick([text], also)
-    def put(self, text: str, slot: str, name: str) -> str:  # `name` (or a paraphrase) for `slot` when `text` has it
-        return text.replace(slot, self.alt(name)) if slot in text else text
-    def mention(self, text: str) -> str:
-        self.mentions.append(text); return text
+# %% ../nbs/09_benchgen.ipynb #817ee2de
+@patch
+def choice(self: Renderer, options: list, also: tuple = ()) -> str:
+    return self.rng.choice(options) if self.wording is None else self.pick(options, also)
 
-    def noun(self, concept: str, plural_: bool = False) -> str:
-        sg, pl = self.lex.concepts.get(concept, (concept, plural(concept)))
-        if self.wording is not None and (alt := self.alt(sg)) != sg: sg, pl = alt, plural(alt)
-        return pl if plural_ else sg
+# %% ../nbs/09_benchgen.ipynb #6cca24fa
+@patch
+def alt(self: Renderer, text: str, also: tuple = ()) -> str:  # a KG name or fixed phrase (or, in levels builds, a paraphrase)
+    return text if self.wording is None else self.pick([text], also)
 
-    def value(self, v: Value) -> str:
-        "A value as it reads in a question."
-        return self.mention(value_text(v))
+# %% ../nbs/09_benchgen.ipynb #fc237bd3
+@patch
+def put(self: Renderer, text: str, slot: str, name: str) -> str:  # `name` (or a paraphrase) for `slot` when `text` has it
+    return text.replace(slot, self.alt(name)) if slot in text else text
 
-    def op_value(self, v: Value, op: str) -> str:
-        "'after 2000', 'greater than 206 centimetre', 'on 1984-12-30'."
-        if v.type in ('year', 'date'):
-            words = {'=': ['on'], '!=': ['not on']}.get(op, TIME_OPS[op]) if v.type == 'date' else TIME_OPS[op]
-            return f'{self.choice(words)} {self.value(v)}'
-        if v.type == 'string': return self.value(v) if op == '=' else f'not {self.value(v)}'
-        return f'{self.choice(NUM_OPS[op])} {self.value(v)}'
+# %% ../nbs/09_benchgen.ipynb #163a95e0
+@patch
+def mention(self: Renderer, text: str) -> str:
+    self.mentions.append(text); return text
 
-    def agree(self, text: str, plural_: bool) -> str:
-        return text.replace('{is}', 'are' if plural_ else 'is').replace('{has}', 'have' if plural_ else 'has')
+# %% ../nbs/09_benchgen.ipynb #760780db
+@patch
+def noun(self: Renderer, concept: str, plural_: bool = False) -> str:
+    sg, pl = self.lex.concepts.get(concept, (concept, plural(concept)))
+    if self.wording is not None and (alt := self.alt(sg)) != sg: sg, pl = alt, plural(alt)
+    return pl if plural_ else sg
 
-    def rel_clause(self, relation: str, direction: str, anchor: str, plural_: bool) -> str:
-        "A clause after a noun: the entities reached from `anchor` by `Relate(relation, direction)`."
-        options = list(self.lex.relations.get(relation, {}).get(direction, []))
-        if not options or self.rng.random() < 0.15:  # generic wordings
-            if direction == 'backward':  # the located entities are the subjects: X -relation-> anchor
-                options = ['whose {r} is {e}', 'with {r} {e}', 'that {has} {e} as {r}']
-            else:  # the located entities are the objects: anchor -relation-> X
-                options = ['that {is} the {r} of {e}', 'that {is} {e}\'s {r}']
-        text = self.put(self.choice(options), '{r}', relation)
-        return self.agree(text, plural_).replace('{e}', anchor)
+# %% ../nbs/09_benchgen.ipynb #fd0cb608
+@patch
+def value(self: Renderer, v: Value) -> str:
+    "A value as it reads in a question."
+    return self.mention(value_text(v))
 
-    def attr_clause(self, key: str, v: Value, op: str, plural_: bool) -> str:
-        if key in self.lex.time_keys and v.type in ('year', 'date') and self.rng.random() < 0.6:
-            return f'{self.choice(self.lex.time_keys[key][0])} {self.op_value(v, op)}'
-        opts = ['whose {k} is {ov}', 'with {k} {ov}', 'that {has} a {k} {ov}'] if v.type != 'string' else \
-               ['whose {k} is {ov}', 'with {k} {ov}', 'that {has} {ov} as {k}']
-        t = self.choice(opts)
-        return self.put(self.agree(t, plural_), '{k}', key).replace('{ov}', self.op_value(v, op))
+# %% ../nbs/09_benchgen.ipynb #27fdbfc9
+@patch
+def op_value(self: Renderer, v: Value, op: str) -> str:
+    "'after 2000', 'greater than 206 centimetre', 'on 1984-12-30'."
+    if v.type in ('year', 'date'):
+        words = {'=': ['on'], '!=': ['not on']}.get(op, TIME_OPS[op]) if v.type == 'date' else TIME_OPS[op]
+        return f'{self.choice(words)} {self.value(v)}'
+    if v.type == 'string': return self.value(v) if op == '=' else f'not {self.value(v)}'
+    return f'{self.choice(NUM_OPS[op])} {self.value(v)}'
 
-    def qual_clause(self, qkey: str, v: Value, op: str) -> str:
-        if qkey == 'point in time' and op == '=' and v.type == 'year' and self.rng.random() < 0.5:
-            return f'in {self.value(v)}'
-        t = self.choice(['({k} {ov})', 'with {k} {ov}', 'where the {k} is {ov}', 'when the {k} was {ov}'])
-        return self.put(t, '{k}', qkey).replace('{ov}', self.op_value(v, op))
+# %% ../nbs/09_benchgen.ipynb #731567f6
+@patch
+def agree(self: Renderer, text: str, plural_: bool) -> str:
+    return text.replace('{is}', 'are' if plural_ else 'is').replace('{has}', 'have' if plural_ else 'has')
 
-    def clauses(self, loc: Loc, plural_: bool) -> str:
-        parts = []
-        for c in loc.clauses:
-            if c[0] == 'rel': parts.append(self.rel_clause(c[1], c[2], self.describe(c[3]), plural_))
-            elif c[0] == 'attr': parts.append(self.attr_clause(c[1], c[2], c[3], plural_))
-            else: parts.append(self.qual_clause(c[1], c[2], c[3]))
-        out = ''
-        for i, p in enumerate(parts):
-            if i == 0: out = p
-            elif p.startswith(('(', 'in ', 'with ', 'where ', 'when ')) and loc.clauses[i][0] == 'qual': out += ' ' + p
-            else: out += ' and ' + p
-        return out
+# %% ../nbs/09_benchgen.ipynb #e55a73e1
+@patch
+def rel_clause(self: Renderer, relation: str, direction: str, anchor: str, plural_: bool) -> str:
+    "A clause after a noun: the entities reached from `anchor` by `Relate(relation, direction)`."
+    options = list(self.lex.relations.get(relation, {}).get(direction, []))
+    if not options or self.rng.random() < 0.15:  # generic wordings
+        if direction == 'backward':  # the located entities are the subjects: X -relation-> anchor
+            options = ['whose {r} is {e}', 'with {r} {e}', 'that {has} {e} as {r}']
+        else:  # the located entities are the objects: anchor -relation-> X
+            options = ['that {is} the {r} of {e}', 'that {is} {e}\'s {r}']
+    text = self.put(self.choice(options), '{r}', relation)
+    return self.agree(text, plural_).replace('{e}', anchor)
 
-    def describe(self, loc: Loc, form: str = 'the') -> str:
-        "A noun phrase for a branch: form 'the' (the film ...), 'plural' (films ...) or 'bare' (film ...)."
-        if loc.name is not None: return self.mention(loc.name)
-        plural_ = form == 'plural'
-        head = self.noun(loc.concept, plural_)
-        rest = self.clauses(loc, plural_)
-        phrase = f'{head} {rest}'.strip()
-        return f'the {phrase}' if form == 'the' else phrase
+# %% ../nbs/09_benchgen.ipynb #d8007ce7
+@patch
+def attr_clause(self: Renderer, key: str, v: Value, op: str, plural_: bool) -> str:
+    if key in self.lex.time_keys and v.type in ('year', 'date') and self.rng.random() < 0.6:
+        return f'{self.choice(self.lex.time_keys[key][0])} {self.op_value(v, op)}'
+    opts = ['whose {k} is {ov}', 'with {k} {ov}', 'that {has} a {k} {ov}'] if v.type != 'string' else \
+           ['whose {k} is {ov}', 'with {k} {ov}', 'that {has} {ov} as {k}']
+    t = self.choice(opts)
+    return self.put(self.agree(t, plural_), '{k}', key).replace('{ov}', self.op_value(v, op))
 
+# %% ../nbs/09_benchgen.ipynb #5d2a36b3
+@patch
+def qual_clause(self: Renderer, qkey: str, v: Value, op: str) -> str:
+    if qkey == 'point in time' and op == '=' and v.type == 'year' and self.rng.random() < 0.5:
+        return f'in {self.value(v)}'
+    t = self.choice(['({k} {ov})', 'with {k} {ov}', 'where the {k} is {ov}', 'when the {k} was {ov}'])
+    return self.put(t, '{k}', qkey).replace('{ov}', self.op_value(v, op))
+
+# %% ../nbs/09_benchgen.ipynb #ecb92b5e
+@patch
+def clauses(self: Renderer, loc: Loc, plural_: bool) -> str:
+    parts = []
+    for c in loc.clauses:
+        if c[0] == 'rel': parts.append(self.rel_clause(c[1], c[2], self.describe(c[3]), plural_))
+        elif c[0] == 'attr': parts.append(self.attr_clause(c[1], c[2], c[3], plural_))
+        else: parts.append(self.qual_clause(c[1], c[2], c[3]))
+    out = ''
+    for i, p in enumerate(parts):
+        if i == 0: out = p
+        elif p.startswith(('(', 'in ', 'with ', 'where ', 'when ')) and loc.clauses[i][0] == 'qual': out += ' ' + p
+        else: out += ' and ' + p
+    return out
+
+# %% ../nbs/09_benchgen.ipynb #dc1a272e
+@patch
+def describe(self: Renderer, loc: Loc, form: str = 'the') -> str:
+    "A noun phrase for a branch: form 'the' (the film ...), 'plural' (films ...) or 'bare' (film ...)."
+    if loc.name is not None: return self.mention(loc.name)
+    plural_ = form == 'plural'
+    head = self.noun(loc.concept, plural_)
+    rest = self.clauses(loc, plural_)
+    phrase = f'{head} {rest}'.strip()
+    return f'the {phrase}' if form == 'the' else phrase
+
+# %% ../nbs/09_benchgen.ipynb #3ec9c357
 def capitalize(q: str) -> str: return q[:1].upper() + q[1:]
 
+# %% ../nbs/09_benchgen.ipynb #4eefd692
 def skeleton(question: str, mentions: list[str]) -> str:
     "The question with every entity/value mention masked (longest first)."
     for m in sorted(set(mentions), key=len, reverse=True):
@@ -512,349 +562,401 @@ class Templates:
             'Verify': [self.v_query_attr, self.v_query_attr, self.v_under_condition],
         }
 
-    def _draft(self, r: Renderer, category: str, template: str, steps: list, question: str, kind: str, **kw) -> Draft:
-        return Draft(category, template, steps, capitalize(question), r.mentions, kind, wordings=r.used, **kw)
+# %% ../nbs/09_benchgen.ipynb #dc6b89d0
+@patch
+def _draft(self: Templates, r: Renderer, category: str, template: str, steps: list, question: str, kind: str, **kw) -> Draft:
+    return Draft(category, template, steps, capitalize(question), r.mentions, kind, wordings=r.used, **kw)
 
-    def _renderer(self, rng: random.Random) -> Renderer:
-        "The draft's renderer: on `rng` (classic), or on a generator of its own, so that wording never moves `rng`."
-        if self.wording is None: return Renderer(rng, self.lex)
-        return Renderer(random.Random(rng.getrandbits(64)), self.lex, self.wording)
+# %% ../nbs/09_benchgen.ipynb #b91ef353
+@patch
+def _renderer(self: Templates, rng: random.Random) -> Renderer:
+    "The draft's renderer: on `rng` (classic), or on a generator of its own, so that wording never moves `rng`."
+    if self.wording is None: return Renderer(rng, self.lex)
+    return Renderer(random.Random(rng.getrandbits(64)), self.lex, self.wording)
 
-    def _some_loc(self, e: int, rng: random.Random, with_qual: bool = False) -> Loc | None:
-        "A locating branch for target `e`: by relation (1 or 2 hops) or by attribute filter."
-        x = rng.random()
-        if x < 0.45: return rel_loc(self.ix, e, rng, with_qual=with_qual)
-        if x < 0.65: return rel_loc(self.ix, e, rng, with_qual=with_qual, hops=2, executor=self.ex)
-        return attr_loc(self.ix, e, rng, with_qual=with_qual)
+# %% ../nbs/09_benchgen.ipynb #3efd9ba8
+@patch
+def _some_loc(self: Templates, e: int, rng: random.Random, with_qual: bool = False) -> Loc | None:
+    "A locating branch for target `e`: by relation (1 or 2 hops) or by attribute filter."
+    x = rng.random()
+    if x < 0.45: return rel_loc(self.ix, e, rng, with_qual=with_qual)
+    if x < 0.65: return rel_loc(self.ix, e, rng, with_qual=with_qual, hops=2, executor=self.ex)
+    return attr_loc(self.ix, e, rng, with_qual=with_qual)
 
-    def _narrow_to(self, loc: Loc, e: int, rng: random.Random, tries: int = 2) -> Loc | None:
-        "Add attribute filters until the branch locates only `e`; None when that fails."
-        used = {c[1] for c in loc.clauses if c[0] == 'attr'}
-        for _ in range(tries + 1):
-            ids = located(self.ex, loc)
-            if len(ids) == 1 and ids[0] == e: return loc
-            if e not in ids: return None
-            extra = attr_clause(self.ix, e, rng, exclude=used)
-            if extra is None: return None
-            _insert_before_last(loc, extra[0]); loc.clauses.append(extra[1]); used.add(extra[1][1])
+# %% ../nbs/09_benchgen.ipynb #7c0cecd6
+@patch
+def _narrow_to(self: Templates, loc: Loc, e: int, rng: random.Random, tries: int = 2) -> Loc | None:
+    "Add attribute filters until the branch locates only `e`; None when that fails."
+    used = {c[1] for c in loc.clauses if c[0] == 'attr'}
+    for _ in range(tries + 1):
+        ids = located(self.ex, loc)
+        if len(ids) == 1 and ids[0] == e: return loc
+        if e not in ids: return None
+        extra = attr_clause(self.ix, e, rng, exclude=used)
+        if extra is None: return None
+        _insert_before_last(loc, extra[0]); loc.clauses.append(extra[1]); used.add(extra[1][1])
+    return None
+
+# %% ../nbs/09_benchgen.ipynb #25a93a75
+@patch
+def mh_query_name(self: Templates, rng: random.Random) -> Draft | None:
+    e = self.ix.pick(rng, 'rel')
+    loc = self._some_loc(e, rng) if e is not None else None
+    if loc is None or (loc := self._narrow_to(loc, e, rng)) is None: return None
+    r = self._renderer(rng)
+    d = r.describe(loc, 'bare')
+    q = r.choice(['Which is the {d}?', 'What is the {d}?', 'Name the {d}.', 'Tell me the {d}.', 'Identify the {d}.',
+                  'Which one is the {d}?']).replace('{d}', d)
+    return self._draft(r, 'Multi-hop', 'query_name', loc.steps + [('QueryName', [])], q, 'entity')
+
+# %% ../nbs/09_benchgen.ipynb #216816f5
+@patch
+def _key_question(self: Templates, r: Renderer, key: str, d: str, v: Value) -> str:
+    if key in self.lex.time_keys and v.type in ('year', 'date') and r.rng.random() < 0.6:
+        return r.choice(self.lex.time_keys[key][2]).replace('{d}', d)
+    q = r.choice(['What is the {k} of {d}?', 'Tell me the {k} of {d}.', 'What {k} does {d} have?',
+                  'Give the {k} of {d}.'], also=(f'What is the {key} of {{d}}?',))
+    return r.put(q, '{k}', key).replace('{d}', d)
+
+# %% ../nbs/09_benchgen.ipynb #ebc48891
+@patch
+def mh_query_attr(self: Templates, rng: random.Random) -> Draft | None:
+    e = self.ix.pick(rng, 'attr')
+    single = [a for a in self.ix.attrs(e) if self.ix.key_count(e, a.key) == 1]
+    if not single: return None
+    a = rng.choice(single)
+    loc = unique_loc(self.ix, e, rng, self.ex, p_name=0.0, hops=rng.choice([1, 1, 2]), exclude={a.key})
+    if loc is None or loc.name is not None: return None
+    r = self._renderer(rng)
+    q = self._key_question(r, a.key, r.describe(loc, 'the'), a.value)
+    return self._draft(r, 'Multi-hop', 'query_attr', loc.steps + [('QueryAttr', [a.key])], q, 'value')
+
+# %% ../nbs/09_benchgen.ipynb #272a839a
+@patch
+def mh_query_relation(self: Templates, rng: random.Random) -> Draft | None:
+    e = self.ix.pick(rng, 'rel')
+    facts = [f for f in self.ix.rels(e) if f.direction == 'forward' and f.other != e
+             and not self.ix.kg.is_concept[f.other]]
+    if e is None or not facts or not self.ix.nameable[e]: return None
+    f = rng.choice(facts)
+    loc = unique_loc(self.ix, f.other, rng, self.ex, p_name=0.0)
+    if loc is None or loc.name is not None or any(c[0] == 'rel' and c[1] == f.relation for c in loc.clauses):
         return None
+    r = self._renderer(rng)
+    a = r.mention(self.ix.kg.names[e])
+    b = r.describe(loc, 'the')
+    q = r.choice(['How is {a} related to {b}?', 'What is the relation from {a} to {b}?',
+                  'What is the connection between {a} and {b}?', 'In what way is {a} linked to {b}?'])
+    q = q.replace('{a}', a).replace('{b}', b)
+    return self._draft(r, 'Multi-hop', 'query_relation', [('Find', [a])] + loc.steps + [('QueryRelation', [])],
+                       q, 'relation')
 
-    # ---- Multi-hop ----
-    def mh_query_name(self, rng: random.Random) -> Draft | None:
-        e = self.ix.pick(rng, 'rel')
-        loc = self._some_loc(e, rng) if e is not None else None
-        if loc is None or (loc := self._narrow_to(loc, e, rng)) is None: return None
-        r = self._renderer(rng)
-        d = r.describe(loc, 'bare')
-        q = r.choice(['Which is the {d}?', 'What is the {d}?', 'Name the {d}.', 'Tell me the {d}.', 'Identify the {d}.',
-                      'Which one is the {d}?']).replace('{d}', d)
-        return self._draft(r, 'Multi-hop', 'query_name', loc.steps + [('QueryName', [])], q, 'entity')
+# %% ../nbs/09_benchgen.ipynb #32120e13
+@patch
+def _named_fact_with_quals(self: Templates, rng: random.Random) -> tuple[int, AttrFact] | None:
+    e = self.ix.pick(rng, 'qual_attr')
+    if e is None or not self.ix.nameable[e]: return None
+    facts = [a for a in self.ix.attrs(e) if a.quals]
+    return (e, rng.choice(facts)) if facts else None
 
-    def _key_question(self, r: Renderer, key: str, d: str, v: Value) -> str:
-        if key in self.lex.time_keys and v.type in ('year', 'date') and r.rng.random() < 0.6:
-            return r.choice(self.lex.time_keys[key][2]).replace('{d}', d)
-        q = r.choice(['What is the {k} of {d}?', 'Tell me the {k} of {d}.', 'What {k} does {d} have?',
-                      'Give the {k} of {d}.'], also=(f'What is the {key} of {{d}}?',))
-        return r.put(q, '{k}', key).replace('{d}', d)
+# %% ../nbs/09_benchgen.ipynb #35ce1a04
+@patch
+def _condition(self: Templates, rng: random.Random) -> tuple[int, AttrFact, str, Value] | None:
+    "A named entity's qualified attribute fact and one of its qualifiers (key, value) to condition on."
+    got = self._named_fact_with_quals(rng)
+    if got is None: return None
+    e, a = got
+    qk = rng.choice(sorted(a.quals))
+    qv = rng.choice(a.quals[qk])
+    if qv.type == 'quantity' and float(num_text(qv.value)) != qv.value: return None
+    return e, a, qk, qv
 
-    def mh_query_attr(self, rng: random.Random) -> Draft | None:
-        e = self.ix.pick(rng, 'attr')
-        single = [a for a in self.ix.attrs(e) if self.ix.key_count(e, a.key) == 1]
-        if not single: return None
-        a = rng.choice(single)
-        loc = unique_loc(self.ix, e, rng, self.ex, p_name=0.0, hops=rng.choice([1, 1, 2]), exclude={a.key})
-        if loc is None or loc.name is not None: return None
-        r = self._renderer(rng)
-        q = self._key_question(r, a.key, r.describe(loc, 'the'), a.value)
-        return self._draft(r, 'Multi-hop', 'query_attr', loc.steps + [('QueryAttr', [a.key])], q, 'value')
+# %% ../nbs/09_benchgen.ipynb #c2ce0e15
+@patch
+def q_attr_qualifier(self: Templates, rng: random.Random) -> Draft | None:
+    got = self._named_fact_with_quals(rng)
+    if got is None: return None
+    e, a = got
+    if a.value.type == 'quantity' and float(num_text(a.value.value)) != a.value.value: return None
+    qk = rng.choice(sorted(a.quals))
+    r = self._renderer(rng)
+    d, v = r.mention(self.ix.kg.names[e]), r.value(a.value)
+    opts = ['What is the {q} of the {k} of {d} that is {v}?', 'For {d}, whose {k} is {v}, what is the {q}?',
+            '{d} has {k} {v}: what is the {q} of that?', 'What {q} goes with {d}\'s {k} of {v}?']
+    if qk == 'point in time': opts += ['When was the {k} of {d} {v}?', 'When did {d} have a {k} of {v}?']
+    q = r.put(r.put(r.choice(opts, also=(f'{qk} of {a.key}',)), '{q}', qk), '{k}', a.key)
+    q = q.replace('{d}', d).replace('{v}', v)
+    steps = [('Find', [self.ix.kg.names[e]]), ('QueryAttrQualifier', [a.key, value_text(a.value), qk])]
+    return self._draft(r, 'Qualifier', 'query_attr_qualifier', steps, q, 'value')
 
-    def mh_query_relation(self, rng: random.Random) -> Draft | None:
-        e = self.ix.pick(rng, 'rel')
-        facts = [f for f in self.ix.rels(e) if f.direction == 'forward' and f.other != e
-                 and not self.ix.kg.is_concept[f.other]]
-        if e is None or not facts or not self.ix.nameable[e]: return None
-        f = rng.choice(facts)
-        loc = unique_loc(self.ix, f.other, rng, self.ex, p_name=0.0)
-        if loc is None or loc.name is not None or any(c[0] == 'rel' and c[1] == f.relation for c in loc.clauses):
-            return None
-        r = self._renderer(rng)
-        a = r.mention(self.ix.kg.names[e])
-        b = r.describe(loc, 'the')
-        q = r.choice(['How is {a} related to {b}?', 'What is the relation from {a} to {b}?',
-                      'What is the connection between {a} and {b}?', 'In what way is {a} linked to {b}?'])
-        q = q.replace('{a}', a).replace('{b}', b)
-        return self._draft(r, 'Multi-hop', 'query_relation', [('Find', [a])] + loc.steps + [('QueryRelation', [])],
-                           q, 'relation')
+# %% ../nbs/09_benchgen.ipynb #386345e6
+@patch
+def q_relation_qualifier(self: Templates, rng: random.Random) -> Draft | None:
+    e = self.ix.pick(rng, 'qual_rel')
+    if e is None or not self.ix.nameable[e]: return None
+    facts = [f for f in self.ix.rels(e) if f.quals and f.direction == 'forward' and self.ix.nameable[f.other]
+             and f.other != e]
+    if not facts: return None
+    f = rng.choice(facts)
+    qk = rng.choice(sorted(f.quals))
+    r = self._renderer(rng)
+    a, b = r.mention(self.ix.kg.names[e]), r.mention(self.ix.kg.names[f.other])
+    opts = ['What is the {q} of {a}\'s {r} {b}?', 'For {a} and {b}, its {r}, what is the {q}?',
+            '{b} is the {r} of {a}: what is the {q}?', 'What was the {q} of the {r} {b} of {a}?']
+    if qk in ('point in time', 'start time', 'end time'):
+        opts += [{'point in time': 'When was {b} the {r} of {a}?',
+                  'start time': 'Since when has {b} been the {r} of {a}?',
+                  'end time': 'Until when was {b} the {r} of {a}?'}[qk]]
+        if f.relation == 'award received' and qk == 'point in time':
+            opts += ['When did {a} receive {b}?', 'When was {a} awarded {b}?']
+    q = r.put(r.put(r.choice(opts, also=(f'{qk} of {f.relation}',)), '{q}', qk), '{r}', f.relation)
+    q = q.replace('{a}', a).replace('{b}', b)
+    steps = [('Find', [self.ix.kg.names[e]]), ('Find', [self.ix.kg.names[f.other]]),
+             ('QueryRelationQualifier', [f.relation, qk])]
+    return self._draft(r, 'Qualifier', 'query_relation_qualifier', steps, q, 'value')
 
-    # ---- Qualifier ----
-    def _named_fact_with_quals(self, rng: random.Random) -> tuple[int, AttrFact] | None:
-        e = self.ix.pick(rng, 'qual_attr')
-        if e is None or not self.ix.nameable[e]: return None
-        facts = [a for a in self.ix.attrs(e) if a.quals]
-        return (e, rng.choice(facts)) if facts else None
+# %% ../nbs/09_benchgen.ipynb #9cc1d06e
+@patch
+def q_attr_under_condition(self: Templates, rng: random.Random) -> Draft | None:
+    got = self._condition(rng)
+    if got is None: return None
+    e, a, qk, qv = got
+    r = self._renderer(rng)
+    d = r.mention(self.ix.kg.names[e])
+    cond = f'in {r.value(qv)}' if qk == 'point in time' and rng.random() < 0.6 else \
+           r.put(r.choice(['when its {q} was {v}', 'with {q} {v}', '({q}: {v})']), '{q}', qk).replace(
+               '{v}', r.value(qv))
+    q = r.choice(['What was the {k} of {d} {c}?', 'Tell me the {k} of {d} {c}.', '{c}, what was the {k} of {d}?'
+                  if cond.startswith('in ') else 'What {k} did {d} have {c}?'],
+                 also=(f'What was the {a.key} of {{d}} {{c}}?',))
+    q = r.put(q, '{k}', a.key).replace('{d}', d).replace('{c}', cond)
+    steps = [('Find', [self.ix.kg.names[e]]), ('QueryAttrUnderCondition', [a.key, qk, value_text(qv)])]
+    return self._draft(r, 'Qualifier', 'query_attr_under_condition', steps, q, 'value')
 
-    def _condition(self, rng: random.Random) -> tuple[int, AttrFact, str, Value] | None:
-        "A named entity's qualified attribute fact and one of its qualifiers (key, value) to condition on."
-        got = self._named_fact_with_quals(rng)
-        if got is None: return None
-        e, a = got
-        qk = rng.choice(sorted(a.quals))
-        qv = rng.choice(a.quals[qk])
-        if qv.type == 'quantity' and float(num_text(qv.value)) != qv.value: return None
-        return e, a, qk, qv
-
-    def q_attr_qualifier(self, rng: random.Random) -> Draft | None:
-        got = self._named_fact_with_quals(rng)
-        if got is None: return None
-        e, a = got
-        if a.value.type == 'quantity' and float(num_text(a.value.value)) != a.value.value: return None
-        qk = rng.choice(sorted(a.quals))
-        r = self._renderer(rng)
-        d, v = r.mention(self.ix.kg.names[e]), r.value(a.value)
-        opts = ['What is the {q} of the {k} of {d} that is {v}?', 'For {d}, whose {k} is {v}, what is the {q}?',
-                '{d} has {k} {v}: what is the {q} of that?', 'What {q} goes with {d}\'s {k} of {v}?']
-        if qk == 'point in time': opts += ['When was the {k} of {d} {v}?', 'When did {d} have a {k} of {v}?']
-        q = r.put(r.put(r.choice(opts, also=(f'{qk} of {a.key}',)), '{q}', qk), '{k}', a.key)
-        q = q.replace('{d}', d).replace('{v}', v)
-        steps = [('Find', [self.ix.kg.names[e]]), ('QueryAttrQualifier', [a.key, value_text(a.value), qk])]
-        return self._draft(r, 'Qualifier', 'query_attr_qualifier', steps, q, 'value')
-
-    def q_relation_qualifier(self, rng: random.Random) -> Draft | None:
-        e = self.ix.pick(rng, 'qual_rel')
-        if e is None or not self.ix.nameable[e]: return None
-        facts = [f for f in self.ix.rels(e) if f.quals and f.direction == 'forward' and self.ix.nameable[f.other]
-                 and f.other != e]
-        if not facts: return None
-        f = rng.choice(facts)
-        qk = rng.choice(sorted(f.quals))
-        r = self._renderer(rng)
-        a, b = r.mention(self.ix.kg.names[e]), r.mention(self.ix.kg.names[f.other])
-        opts = ['What is the {q} of {a}\'s {r} {b}?', 'For {a} and {b}, its {r}, what is the {q}?',
-                '{b} is the {r} of {a}: what is the {q}?', 'What was the {q} of the {r} {b} of {a}?']
-        if qk in ('point in time', 'start time', 'end time'):
-            opts += [{'point in time': 'When was {b} the {r} of {a}?',
-                      'start time': 'Since when has {b} been the {r} of {a}?',
-                      'end time': 'Until when was {b} the {r} of {a}?'}[qk]]
-            if f.relation == 'award received' and qk == 'point in time':
-                opts += ['When did {a} receive {b}?', 'When was {a} awarded {b}?']
-        q = r.put(r.put(r.choice(opts, also=(f'{qk} of {f.relation}',)), '{q}', qk), '{r}', f.relation)
-        q = q.replace('{a}', a).replace('{b}', b)
-        steps = [('Find', [self.ix.kg.names[e]]), ('Find', [self.ix.kg.names[f.other]]),
-                 ('QueryRelationQualifier', [f.relation, qk])]
-        return self._draft(r, 'Qualifier', 'query_relation_qualifier', steps, q, 'value')
-
-    def q_attr_under_condition(self, rng: random.Random) -> Draft | None:
-        got = self._condition(rng)
-        if got is None: return None
-        e, a, qk, qv = got
-        r = self._renderer(rng)
-        d = r.mention(self.ix.kg.names[e])
-        cond = f'in {r.value(qv)}' if qk == 'point in time' and rng.random() < 0.6 else \
-               r.put(r.choice(['when its {q} was {v}', 'with {q} {v}', '({q}: {v})']), '{q}', qk).replace(
-                   '{v}', r.value(qv))
-        q = r.choice(['What was the {k} of {d} {c}?', 'Tell me the {k} of {d} {c}.', '{c}, what was the {k} of {d}?'
-                      if cond.startswith('in ') else 'What {k} did {d} have {c}?'],
-                     also=(f'What was the {a.key} of {{d}} {{c}}?',))
-        q = r.put(q, '{k}', a.key).replace('{d}', d).replace('{c}', cond)
-        steps = [('Find', [self.ix.kg.names[e]]), ('QueryAttrUnderCondition', [a.key, qk, value_text(qv)])]
-        return self._draft(r, 'Qualifier', 'query_attr_under_condition', steps, q, 'value')
-
-    def q_filter(self, rng: random.Random) -> Draft | None:
-        kinds = [(k, t) for k in ('rel', 'attr') for t in VALUE_TYPES if len(self.ix.pools[f'qual_{k}_{t}'])]
-        if not kinds: return None
-        kind, t = rng.choice(kinds)  # spread over QFilterStr/Num/Year/Date
-        e = self.ix.pick(rng, f'qual_{kind}_{t}')
-        loc = (rel_loc(self.ix, e, rng, with_qual=True, qual_type=t) if kind == 'rel'
-               else attr_loc(self.ix, e, rng, with_qual=True, qual_type=t))
+# %% ../nbs/09_benchgen.ipynb #e979b108
+@patch
+def q_filter(self: Templates, rng: random.Random) -> Draft | None:
+    kinds = [(k, t) for k in ('rel', 'attr') for t in VALUE_TYPES if len(self.ix.pools[f'qual_{k}_{t}'])]
+    if not kinds: return None
+    kind, t = rng.choice(kinds)  # spread over QFilterStr/Num/Year/Date
+    e = self.ix.pick(rng, f'qual_{kind}_{t}')
+    loc = (rel_loc(self.ix, e, rng, with_qual=True, qual_type=t) if kind == 'rel'
+           else attr_loc(self.ix, e, rng, with_qual=True, qual_type=t))
+    if loc is None: return None
+    r = self._renderer(rng)
+    if rng.random() < 0.5:
+        loc = self._narrow_to(loc, e, rng)
         if loc is None: return None
-        r = self._renderer(rng)
-        if rng.random() < 0.5:
-            loc = self._narrow_to(loc, e, rng)
-            if loc is None: return None
-            q = r.choice(['Which is the {d}?', 'What is the {d}?', 'Name the {d}.']).replace(
-                '{d}', r.describe(loc, 'bare'))
-            return self._draft(r, 'Qualifier', 'qfilter_name', loc.steps + [('QueryName', [])], q, 'entity')
-        q = r.choice(['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.']).replace(
-            '{d}', r.describe(loc, 'plural'))
-        return self._draft(r, 'Qualifier', 'qfilter_count', loc.steps + [('Count', [])], q, 'count')
+        q = r.choice(['Which is the {d}?', 'What is the {d}?', 'Name the {d}.']).replace(
+            '{d}', r.describe(loc, 'bare'))
+        return self._draft(r, 'Qualifier', 'qfilter_name', loc.steps + [('QueryName', [])], q, 'entity')
+    q = r.choice(['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.']).replace(
+        '{d}', r.describe(loc, 'plural'))
+    return self._draft(r, 'Qualifier', 'qfilter_count', loc.steps + [('Count', [])], q, 'count')
 
-    # ---- Comparison ----
-    def _quantity_facts(self, e: int) -> list[AttrFact]:
-        return [a for a in self.ix.attrs(e) if a.value.type == 'quantity' and self.ix.key_count(e, a.key) == 1]
+# %% ../nbs/09_benchgen.ipynb #70c8ae92
+@patch
+def _quantity_facts(self: Templates, e: int) -> list[AttrFact]:
+    return [a for a in self.ix.attrs(e) if a.value.type == 'quantity' and self.ix.key_count(e, a.key) == 1]
 
-    def _comparative(self, r: Renderer, key: str, greater: bool) -> tuple[str, bool]:
-        "('taller', True) from the lexicon, or a generic ('a greater height', False)."
-        if key in self.lex.comparatives and r.rng.random() < 0.7:
-            return r.alt(self.lex.comparatives[key][0 if greater else 1]), True
-        more = r.choice(['greater', 'larger', 'higher'] if greater else ['smaller', 'lower', 'less'])
-        return r.put(r.choice(['{m} {k}', 'a {m} {k}']).replace('{m}', more), '{k}', key), False
+# %% ../nbs/09_benchgen.ipynb #5130025a
+@patch
+def _comparative(self: Templates, r: Renderer, key: str, greater: bool) -> tuple[str, bool]:
+    "('taller', True) from the lexicon, or a generic ('a greater height', False)."
+    if key in self.lex.comparatives and r.rng.random() < 0.7:
+        return r.alt(self.lex.comparatives[key][0 if greater else 1]), True
+    more = r.choice(['greater', 'larger', 'higher'] if greater else ['smaller', 'lower', 'less'])
+    return r.put(r.choice(['{m} {k}', 'a {m} {k}']).replace('{m}', more), '{k}', key), False
 
-    def c_select_between(self, rng: random.Random) -> Draft | None:
-        a = self.ix.pick(rng, 'quantity')
-        facts = self._quantity_facts(a) if a is not None else []
-        if not facts or not self.ix.nameable[a]: return None
-        fa = rng.choice(facts)
-        c = pick_concept(self.ix, a, rng)
-        pool = self.ix.members(c) if c else []
-        others = ([b for b in pool if b != a and self.ix.nameable[b]]
-                  or [int(b) for b in self.ix.pools['quantity'] if b != a and self.ix.nameable[b]])
-        rng.shuffle(others)
-        for b in others[:20]:
-            fb = [x for x in self._quantity_facts(b) if x.key == fa.key and x.value.unit == fa.value.unit
-                  and x.value.value != fa.value.value]
-            if fb: break
-        else: return None
-        greater = rng.random() < 0.5
-        r = self._renderer(rng)
-        na, nb = self.ix.kg.names[a], self.ix.kg.names[b]
-        if rng.random() < 0.5: na, nb = nb, na
-        ma, mb = r.mention(na), r.mention(nb)
-        comp, adjective = self._comparative(r, fa.key, greater)
-        noun = r.noun(c) if c and b in pool else 'one'
-        if not adjective:
-            opts = ['Which {n} has {c}, {a} or {b}?', 'Between {a} and {b}, which has {c}?',
-                    'Which one has {c}: {a} or {b}?']
-        else:
-            opts = ['Which is {c}, {a} or {b}?', 'Which {n} is {c}, {a} or {b}?',
-                    'Between {a} and {b}, which one is {c}?',
-                    'Is {a} or {b} {c}?']
-        q = r.choice(opts).replace('{n}', noun).replace('{c}', comp).replace('{a}', ma).replace('{b}', mb)
-        steps = [('Find', [na]), ('Find', [nb]), ('SelectBetween', [fa.key, 'greater' if greater else 'less'])]
-        return self._draft(r, 'Comparison', 'select_between', steps, q, 'entity', must_choose=[na, nb])
+# %% ../nbs/09_benchgen.ipynb #bd4df6a0
+@patch
+def c_select_between(self: Templates, rng: random.Random) -> Draft | None:
+    a = self.ix.pick(rng, 'quantity')
+    facts = self._quantity_facts(a) if a is not None else []
+    if not facts or not self.ix.nameable[a]: return None
+    fa = rng.choice(facts)
+    c = pick_concept(self.ix, a, rng)
+    pool = self.ix.members(c) if c else []
+    others = ([b for b in pool if b != a and self.ix.nameable[b]]
+              or [int(b) for b in self.ix.pools['quantity'] if b != a and self.ix.nameable[b]])
+    rng.shuffle(others)
+    for b in others[:20]:
+        fb = [x for x in self._quantity_facts(b) if x.key == fa.key and x.value.unit == fa.value.unit
+              and x.value.value != fa.value.value]
+        if fb: break
+    else: return None
+    greater = rng.random() < 0.5
+    r = self._renderer(rng)
+    na, nb = self.ix.kg.names[a], self.ix.kg.names[b]
+    if rng.random() < 0.5: na, nb = nb, na
+    ma, mb = r.mention(na), r.mention(nb)
+    comp, adjective = self._comparative(r, fa.key, greater)
+    noun = r.noun(c) if c and b in pool else 'one'
+    if not adjective:
+        opts = ['Which {n} has {c}, {a} or {b}?', 'Between {a} and {b}, which has {c}?',
+                'Which one has {c}: {a} or {b}?']
+    else:
+        opts = ['Which is {c}, {a} or {b}?', 'Which {n} is {c}, {a} or {b}?',
+                'Between {a} and {b}, which one is {c}?',
+                'Is {a} or {b} {c}?']
+    q = r.choice(opts).replace('{n}', noun).replace('{c}', comp).replace('{a}', ma).replace('{b}', mb)
+    steps = [('Find', [na]), ('Find', [nb]), ('SelectBetween', [fa.key, 'greater' if greater else 'less'])]
+    return self._draft(r, 'Comparison', 'select_between', steps, q, 'entity', must_choose=[na, nb])
 
-    def c_select_among(self, rng: random.Random) -> Draft | None:
-        e = self.ix.pick(rng, 'quantity')
-        facts = self._quantity_facts(e) if e is not None else []
-        if not facts: return None
-        fa = rng.choice(facts)
-        x = rng.random()
-        loc = concept_loc(self.ix, e, rng) if x < 0.4 else (rel_loc(self.ix, e, rng) if x < 0.8
-                                                            else attr_loc(self.ix, e, rng))
-        if loc is None: return None
-        largest = rng.random() < 0.5
-        r = self._renderer(rng)
-        if fa.key in self.lex.comparatives and rng.random() < 0.7:
-            sup = r.alt(self.lex.comparatives[fa.key][2 if largest else 3])
-            opts = ['Which {d} is the {s}?', 'Among the {p}, which is the {s}?', 'What is the {s} {d}?']
-        else:
-            sup = r.choice(['largest', 'highest', 'greatest'] if largest
-                           else ['smallest', 'lowest', 'least']) + ' ' + r.alt(fa.key)
-            opts = ['Which {d} has the {s}?', 'Among the {p}, which one has the {s}?', 'What {d} has the {s}?']
-        t = r.choice(opts)
-        d = r.describe(loc, 'plural' if '{p}' in t else 'bare')
-        q = t.replace('{s}', sup).replace('{d}', d).replace('{p}', d)
-        steps = loc.steps + [('SelectAmong', [fa.key, 'largest' if largest else 'smallest'])]
-        return self._draft(r, 'Comparison', 'select_among', steps, q, 'entity')
+# %% ../nbs/09_benchgen.ipynb #5d5e575d
+@patch
+def c_select_among(self: Templates, rng: random.Random) -> Draft | None:
+    e = self.ix.pick(rng, 'quantity')
+    facts = self._quantity_facts(e) if e is not None else []
+    if not facts: return None
+    fa = rng.choice(facts)
+    x = rng.random()
+    loc = concept_loc(self.ix, e, rng) if x < 0.4 else (rel_loc(self.ix, e, rng) if x < 0.8
+                                                        else attr_loc(self.ix, e, rng))
+    if loc is None: return None
+    largest = rng.random() < 0.5
+    r = self._renderer(rng)
+    if fa.key in self.lex.comparatives and rng.random() < 0.7:
+        sup = r.alt(self.lex.comparatives[fa.key][2 if largest else 3])
+        opts = ['Which {d} is the {s}?', 'Among the {p}, which is the {s}?', 'What is the {s} {d}?']
+    else:
+        sup = r.choice(['largest', 'highest', 'greatest'] if largest
+                       else ['smallest', 'lowest', 'least']) + ' ' + r.alt(fa.key)
+        opts = ['Which {d} has the {s}?', 'Among the {p}, which one has the {s}?', 'What {d} has the {s}?']
+    t = r.choice(opts)
+    d = r.describe(loc, 'plural' if '{p}' in t else 'bare')
+    q = t.replace('{s}', sup).replace('{d}', d).replace('{p}', d)
+    steps = loc.steps + [('SelectAmong', [fa.key, 'largest' if largest else 'smallest'])]
+    return self._draft(r, 'Comparison', 'select_among', steps, q, 'entity')
 
-    # ---- Logical ----
-    def _two_branches(self, rng: random.Random, same_target: bool) -> tuple[Loc, Loc] | None:
-        e = self.ix.pick(rng, 'rel')
-        if e is None: return None
-        l1 = rel_loc(self.ix, e, rng)
-        if l1 is None: return None
-        e2 = e
-        if not same_target:
-            pool = self.ix.members(l1.concept)
-            e2 = pool[rng.randrange(len(pool))]
-        l2 = rel_loc(self.ix, e2, rng) if rng.random() < 0.5 else attr_loc(self.ix, e2, rng)
-        if l2 is None or l2.clauses == l1.clauses: return None
-        l2.steps[-1] = ('FilterConcept', [l1.concept]); l2.concept = l1.concept
-        return l1, l2
+# %% ../nbs/09_benchgen.ipynb #ebe1d75d
+@patch
+def _two_branches(self: Templates, rng: random.Random, same_target: bool) -> tuple[Loc, Loc] | None:
+    e = self.ix.pick(rng, 'rel')
+    if e is None: return None
+    l1 = rel_loc(self.ix, e, rng)
+    if l1 is None: return None
+    e2 = e
+    if not same_target:
+        pool = self.ix.members(l1.concept)
+        e2 = pool[rng.randrange(len(pool))]
+    l2 = rel_loc(self.ix, e2, rng) if rng.random() < 0.5 else attr_loc(self.ix, e2, rng)
+    if l2 is None or l2.clauses == l1.clauses: return None
+    l2.steps[-1] = ('FilterConcept', [l1.concept]); l2.concept = l1.concept
+    return l1, l2
 
-    def _joined(self, r: Renderer, l1: Loc, l2: Loc, word: str, plural_: bool) -> str:
-        return f'{r.noun(l1.concept, plural_)} {r.clauses(l1, plural_)} {word} {r.clauses(l2, plural_)}'
+# %% ../nbs/09_benchgen.ipynb #8acc85ea
+@patch
+def _joined(self: Templates, r: Renderer, l1: Loc, l2: Loc, word: str, plural_: bool) -> str:
+    return f'{r.noun(l1.concept, plural_)} {r.clauses(l1, plural_)} {word} {r.clauses(l2, plural_)}'
 
-    def _logical(self, rng: random.Random, join: str, query: str, phrasings: list[str],
-                 answer_type: str) -> Draft | None:
-        "Two branches over one concept joined by `join` (And: same target concept; Or: any), then `query`."
-        got = self._two_branches(rng, same_target=(join == 'And'))
-        if got is None: return None
-        l1, l2 = got
-        r = self._renderer(rng)
-        q = r.choice(phrasings).replace('{d}', self._joined(r, l1, l2, join.lower(), query == 'Count'))
-        template = f'{join.lower()}_{"name" if query == "QueryName" else "count"}'
-        return self._draft(r, 'Logical', template, l1.steps + l2.steps + [(join, []), (query, [])], q, answer_type)
+# %% ../nbs/09_benchgen.ipynb #30dc3dfc
+@patch
+def _logical(self: Templates, rng: random.Random, join: str, query: str, phrasings: list[str],
+             answer_type: str) -> Draft | None:
+    "Two branches over one concept joined by `join` (And: same target concept; Or: any), then `query`."
+    got = self._two_branches(rng, same_target=(join == 'And'))
+    if got is None: return None
+    l1, l2 = got
+    r = self._renderer(rng)
+    q = r.choice(phrasings).replace('{d}', self._joined(r, l1, l2, join.lower(), query == 'Count'))
+    template = f'{join.lower()}_{"name" if query == "QueryName" else "count"}'
+    return self._draft(r, 'Logical', template, l1.steps + l2.steps + [(join, []), (query, [])], q, answer_type)
 
-    def l_and_name(self, rng: random.Random) -> Draft | None:
-        return self._logical(rng, 'And', 'QueryName', ['Which is the {d}?', 'What is the {d}?', 'Name the {d}.'],
-                             'entity')
+# %% ../nbs/09_benchgen.ipynb #4aa7fd4c
+@patch
+def l_and_name(self: Templates, rng: random.Random) -> Draft | None:
+    return self._logical(rng, 'And', 'QueryName', ['Which is the {d}?', 'What is the {d}?', 'Name the {d}.'],
+                         'entity')
 
-    def l_and_count(self, rng: random.Random) -> Draft | None:
-        return self._logical(rng, 'And', 'Count', ['How many {d} are there?', 'What is the number of {d}?',
-                                                   'Count the {d}.'], 'count')
+# %% ../nbs/09_benchgen.ipynb #102fa741
+@patch
+def l_and_count(self: Templates, rng: random.Random) -> Draft | None:
+    return self._logical(rng, 'And', 'Count', ['How many {d} are there?', 'What is the number of {d}?',
+                                               'Count the {d}.'], 'count')
 
-    def l_or_count(self, rng: random.Random) -> Draft | None:
-        return self._logical(rng, 'Or', 'Count', ['How many {d} are there?', 'What is the number of {d}?',
-                                                  'Count the {d}.'], 'count')
+# %% ../nbs/09_benchgen.ipynb #48d43a7e
+@patch
+def l_or_count(self: Templates, rng: random.Random) -> Draft | None:
+    return self._logical(rng, 'Or', 'Count', ['How many {d} are there?', 'What is the number of {d}?',
+                                              'Count the {d}.'], 'count')
 
-    # ---- Count ----
-    def count(self, rng: random.Random) -> Draft | None:
-        e = self.ix.pick(rng, 'attr' if rng.random() < 0.4 else 'rel')
-        if e is None: return None
-        loc = self._some_loc(e, rng)
-        if loc is None: return None
-        if rng.random() < 0.3 and (extra := attr_clause(self.ix, e, rng)) is not None:
-            _insert_before_last(loc, extra[0]); loc.clauses.append(extra[1])
-        r = self._renderer(rng)
-        q = r.choice(['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.',
-                      'Give the number of {d}.',
-                      'Tell me how many {d} there are.']).replace('{d}', r.describe(loc, 'plural'))
-        return self._draft(r, 'Count', 'count', loc.steps + [('Count', [])], q, 'count')
+# %% ../nbs/09_benchgen.ipynb #9a951dfd
+@patch
+def count(self: Templates, rng: random.Random) -> Draft | None:
+    e = self.ix.pick(rng, 'attr' if rng.random() < 0.4 else 'rel')
+    if e is None: return None
+    loc = self._some_loc(e, rng)
+    if loc is None: return None
+    if rng.random() < 0.3 and (extra := attr_clause(self.ix, e, rng)) is not None:
+        _insert_before_last(loc, extra[0]); loc.clauses.append(extra[1])
+    r = self._renderer(rng)
+    q = r.choice(['How many {d} are there?', 'What is the number of {d}?', 'Count the {d}.',
+                  'Give the number of {d}.',
+                  'Tell me how many {d} there are.']).replace('{d}', r.describe(loc, 'plural'))
+    return self._draft(r, 'Count', 'count', loc.steps + [('Count', [])], q, 'count')
 
-    # ---- Verify ----
-    def _verify_target(self, key: str, v: Value, rng: random.Random) -> tuple[str, Value, str]:
-        "(Verify function, target, op) with about even odds of yes and no."
-        yes = rng.random() < 0.5
-        if v.type == 'string':
-            others = [w for w in self.ix.values_of(key) if w.type == 'string' and w != v]
-            return 'VerifyStr', (v if yes or not others else rng.choice(others)), '='
-        if v.type == 'date' and rng.random() < 0.5: v = Value('year', v.value.year)
-        op = rng.choice(['=', '<', '>', '!='] if v.type != 'date' else ['=', '<', '>'])
-        if v.type == 'quantity' and op in ('=', '!=') and float(num_text(v.value)) != v.value: op = '<'
-        if op in ('=', '!='): t = v if yes == (op == '=') else _shift(v, rng, up=rng.random() < 0.5)
-        elif op == '<': t = threshold(self.ix, key, v, rng, up=yes)
-        else: t = threshold(self.ix, key, v, rng, up=not yes)
-        return filter_function(t, 'Verify'), t, op
+# %% ../nbs/09_benchgen.ipynb #c5663da0
+@patch
+def _verify_target(self: Templates, key: str, v: Value, rng: random.Random) -> tuple[str, Value, str]:
+    "(Verify function, target, op) with about even odds of yes and no."
+    yes = rng.random() < 0.5
+    if v.type == 'string':
+        others = [w for w in self.ix.values_of(key) if w.type == 'string' and w != v]
+        return 'VerifyStr', (v if yes or not others else rng.choice(others)), '='
+    if v.type == 'date' and rng.random() < 0.5: v = Value('year', v.value.year)
+    op = rng.choice(['=', '<', '>', '!='] if v.type != 'date' else ['=', '<', '>'])
+    if v.type == 'quantity' and op in ('=', '!=') and float(num_text(v.value)) != v.value: op = '<'
+    if op in ('=', '!='): t = v if yes == (op == '=') else _shift(v, rng, up=rng.random() < 0.5)
+    elif op == '<': t = threshold(self.ix, key, v, rng, up=yes)
+    else: t = threshold(self.ix, key, v, rng, up=not yes)
+    return filter_function(t, 'Verify'), t, op
 
-    def _verify_question(self, r: Renderer, key: str, d: str, t: Value, op: str) -> str:
-        if key in self.lex.time_keys and t.type in ('year', 'date') and r.rng.random() < 0.6:
-            return r.choice(self.lex.time_keys[key][1]).replace('{d}', d).replace('{op} {v}', r.op_value(t, op))
-        ov = r.op_value(t, op)
-        if t.type == 'string':
-            opts = ['Is the {k} of {d} {ov}?', 'Is {ov} the {k} of {d}?', 'Does {d} have {ov} as its {k}?',
-                    'Is it true that {ov} is the {k} of {d}?', 'Would {ov} be the {k} of {d}?']
-        else:
-            opts = ['Is the {k} of {d} {ov}?', 'Does {d} have a {k} {ov}?', 'Is it true that the {k} of {d} is {ov}?',
-                    'Would it be right to say that the {k} of {d} is {ov}?', 'Is the {k} that {d} has {ov}?']
-        return r.put(r.choice(opts), '{k}', key).replace('{d}', d).replace('{ov}', ov)
+# %% ../nbs/09_benchgen.ipynb #a037af77
+@patch
+def _verify_question(self: Templates, r: Renderer, key: str, d: str, t: Value, op: str) -> str:
+    if key in self.lex.time_keys and t.type in ('year', 'date') and r.rng.random() < 0.6:
+        return r.choice(self.lex.time_keys[key][1]).replace('{d}', d).replace('{op} {v}', r.op_value(t, op))
+    ov = r.op_value(t, op)
+    if t.type == 'string':
+        opts = ['Is the {k} of {d} {ov}?', 'Is {ov} the {k} of {d}?', 'Does {d} have {ov} as its {k}?',
+                'Is it true that {ov} is the {k} of {d}?', 'Would {ov} be the {k} of {d}?']
+    else:
+        opts = ['Is the {k} of {d} {ov}?', 'Does {d} have a {k} {ov}?', 'Is it true that the {k} of {d} is {ov}?',
+                'Would it be right to say that the {k} of {d} is {ov}?', 'Is the {k} that {d} has {ov}?']
+    return r.put(r.choice(opts), '{k}', key).replace('{d}', d).replace('{ov}', ov)
 
-    def v_query_attr(self, rng: random.Random) -> Draft | None:
-        e = self.ix.pick(rng, 'attr')
-        single = [a for a in self.ix.attrs(e) if self.ix.key_count(e, a.key) == 1]
-        if not single: return None
-        a = rng.choice(single)
-        loc = unique_loc(self.ix, e, rng, self.ex, p_name=0.5, hops=rng.choice([1, 1, 2]), exclude={a.key})
-        if loc is None: return None
-        fn, t, op = self._verify_target(a.key, a.value, rng)
-        r = self._renderer(rng)
-        q = self._verify_question(r, a.key, r.describe(loc, 'the'), t, op)
-        steps = loc.steps + [('QueryAttr', [a.key]), (fn, [value_text(t)] + ([] if fn == 'VerifyStr' else [op]))]
-        return self._draft(r, 'Verify', 'verify_attr', steps, q, 'boolean')
+# %% ../nbs/09_benchgen.ipynb #97e1a0b9
+@patch
+def v_query_attr(self: Templates, rng: random.Random) -> Draft | None:
+    e = self.ix.pick(rng, 'attr')
+    single = [a for a in self.ix.attrs(e) if self.ix.key_count(e, a.key) == 1]
+    if not single: return None
+    a = rng.choice(single)
+    loc = unique_loc(self.ix, e, rng, self.ex, p_name=0.5, hops=rng.choice([1, 1, 2]), exclude={a.key})
+    if loc is None: return None
+    fn, t, op = self._verify_target(a.key, a.value, rng)
+    r = self._renderer(rng)
+    q = self._verify_question(r, a.key, r.describe(loc, 'the'), t, op)
+    steps = loc.steps + [('QueryAttr', [a.key]), (fn, [value_text(t)] + ([] if fn == 'VerifyStr' else [op]))]
+    return self._draft(r, 'Verify', 'verify_attr', steps, q, 'boolean')
 
-    def v_under_condition(self, rng: random.Random) -> Draft | None:
-        got = self._condition(rng)
-        if got is None: return None
-        e, a, qk, qv = got
-        fn, t, op = self._verify_target(a.key, a.value, rng)
-        r = self._renderer(rng)
-        d = r.mention(self.ix.kg.names[e])
-        cond = f'in {r.value(qv)}' if qk == 'point in time' else f'when its {qk} was {r.value(qv)}'
-        ov = r.op_value(t, op)
-        q = r.choice(['Was the {k} of {d} {ov} {c}?', '{C}, was the {k} of {d} {ov}?', 'Did {d} have a {k} {ov} {c}?'])
-        q = r.put(q, '{k}', a.key).replace('{d}', d).replace('{ov}', ov).replace('{C}', cond).replace('{c}', cond)
-        steps = [('Find', [self.ix.kg.names[e]]), ('QueryAttrUnderCondition', [a.key, qk, value_text(qv)]),
-                 (fn, [value_text(t)] + ([] if fn == 'VerifyStr' else [op]))]
-        return self._draft(r, 'Verify', 'verify_under_condition', steps, q, 'boolean')
+# %% ../nbs/09_benchgen.ipynb #c307df21
+@patch
+def v_under_condition(self: Templates, rng: random.Random) -> Draft | None:
+    got = self._condition(rng)
+    if got is None: return None
+    e, a, qk, qv = got
+    fn, t, op = self._verify_target(a.key, a.value, rng)
+    r = self._renderer(rng)
+    d = r.mention(self.ix.kg.names[e])
+    cond = f'in {r.value(qv)}' if qk == 'point in time' else f'when its {qk} was {r.value(qv)}'
+    ov = r.op_value(t, op)
+    q = r.choice(['Was the {k} of {d} {ov} {c}?', '{C}, was the {k} of {d} {ov}?', 'Did {d} have a {k} {ov} {c}?'])
+    q = r.put(q, '{k}', a.key).replace('{d}', d).replace('{ov}', ov).replace('{C}', cond).replace('{c}', cond)
+    steps = [('Find', [self.ix.kg.names[e]]), ('QueryAttrUnderCondition', [a.key, qk, value_text(qv)]),
+             (fn, [value_text(t)] + ([] if fn == 'VerifyStr' else [op]))]
+    return self._draft(r, 'Verify', 'verify_under_condition', steps, q, 'boolean')
 
 # %% ../nbs/09_benchgen.ipynb #0a0f56c4
 def checked_answer(executor: KoPLExecutor,  # over the KG the draft was sampled from
@@ -894,79 +996,90 @@ class Choices:
     def __init__(self, ix: KBIndex):
         self.ix, self._names, self._values = ix, {}, {}
 
-    def _concept_names(self, concept_ids: tuple) -> list[str]:
-        if concept_ids not in self._names:
-            kg = self.ix.kg
-            ids = sorted({int(m) for c in concept_ids for m in kg.concept_members.get(c, []) if not kg.is_concept[m]})
-            self._names[concept_ids] = list(dict.fromkeys(kg.names[i] for i in ids))
-        return self._names[concept_ids]
-
-    def _value_pool(self, table: str, key: int, vtype: str, unit: str | None) -> list[str]:
-        sig = (table, key, vtype, unit)
-        if sig not in self._values:
-            kg = self.ix.kg
-            vals = kg.attr_val if table == 'attr' else kg.qual_val
-            rows = kg.attr_rows(kg.keys.items[key]) if table == 'attr' else np.flatnonzero(kg.qual_key == key)
-            out = []
-            for r in rows:
-                v = kg.value(vals, int(r))
-                if (v.type in ('year', 'date')) == (vtype in ('year', 'date')) \
-                        and (v.type == vtype or vtype in ('year', 'date')) and v.unit == unit:
-                    out.append(str(v))
-            self._values[sig] = list(dict.fromkeys(out))
-        return self._values[sig]
-
-    def _nearby(self, v: Value, rng: random.Random, wide: bool = False) -> str:
-        "A made-up value of the same type near `v` (when the KB has too few real ones)."
+# %% ../nbs/09_benchgen.ipynb #8f397e46
+@patch
+def _concept_names(self: Choices, concept_ids: tuple) -> list[str]:
+    if concept_ids not in self._names:
         kg = self.ix.kg
-        if v.type == 'string': return rng.choice(kg.strings.items + kg.names)
-        if v.type == 'year': return str(Value('year', v.value + rng.choice([-1, 1]) * rng.randint(1, 60)))
-        if v.type == 'date':
-            return str(Value('date', v.value + timedelta(days=rng.choice([-1, 1]) * rng.randint(1, 20000))))
-        x = v.value * rng.uniform(0.2, 3.0) if v.value and not wide else v.value + rng.randint(-1000, 1000)
-        x = float(round(x)) if float(v.value).is_integer() or abs(x) >= 100 else round(x, 2)
-        return str(Value('quantity', x, v.unit))
+        ids = sorted({int(m) for c in concept_ids for m in kg.concept_members.get(c, []) if not kg.is_concept[m]})
+        self._names[concept_ids] = list(dict.fromkeys(kg.names[i] for i in ids))
+    return self._names[concept_ids]
 
-    def _padding(self, v: Value, answer: str, pool: list[str], rng: random.Random, n: int) -> list[str]:
-        have = set(pool) - {answer}
-        for i in range(50 * n):
-            if len(have) >= n - 1: break
-            have.add(self._nearby(v, rng, wide=i > 10 * n)); have.discard(answer)
-        return sorted(have)
-
-    def make(self, draft: Draft, answer: str, out, rng: random.Random, n: int = 10) -> list[str]:
-        "`n` choices: the answer and `n-1` distractors of its type, shuffled."
+# %% ../nbs/09_benchgen.ipynb #3ffd9668
+@patch
+def _value_pool(self: Choices, table: str, key: int, vtype: str, unit: str | None) -> list[str]:
+    sig = (table, key, vtype, unit)
+    if sig not in self._values:
         kg = self.ix.kg
-        if draft.kind == 'boolean': return ['yes', 'no'] + ['unknown'] * (n - 2)
-        if draft.kind == 'count':
-            start = max(0, int(answer) - rng.randrange(n))
-            return [str(start + i) for i in range(n)]
-        if draft.kind == 'relation': pool = list(kg.relations.items)
-        elif draft.kind == 'entity':
-            concepts = tuple(sorted({c for i in kg.find(answer) if not kg.is_concept[i] for c in kg.parents[i]}))
-            pool = self._concept_names(concepts) if concepts else []
-            if len(set(pool) - {answer}) < n - 1:
-                pool = pool + [kg.names[int(i)] for i in rng.sample(list(self.ix.pools['entity']),
-                                                                    min(len(self.ix.pools['entity']), 50))]
-        else:
-            table = 'attr' if out.table is kg.attr_val else 'qual'
-            row = int(out.rows[0])
-            key = int(kg.attr_key[row] if table == 'attr' else kg.qual_key[row])
-            v = kg.value(out.table, row)
-            pool = self._value_pool(table, key, v.type, v.unit)
-            if len(set(pool) - {answer}) < n - 1: pool = self._padding(v, answer, pool, rng, n)
-        must = [m for m in draft.must_choose if m != answer]
-        rest = sorted(set(pool) - {answer} - set(must))
-        picked = must + rng.sample(rest, min(n - 1 - len(must), len(rest)))
-        choices = [answer] + picked
-        rng.shuffle(choices)
-        return choices + ['unknown'] * (n - len(choices))  # KQA Pro's filler, when a KB has too few of the type
+        vals = kg.attr_val if table == 'attr' else kg.qual_val
+        rows = kg.attr_rows(kg.keys.items[key]) if table == 'attr' else np.flatnonzero(kg.qual_key == key)
+        out = []
+        for r in rows:
+            v = kg.value(vals, int(r))
+            if (v.type in ('year', 'date')) == (vtype in ('year', 'date')) \
+                    and (v.type == vtype or vtype in ('year', 'date')) and v.unit == unit:
+                out.append(str(v))
+        self._values[sig] = list(dict.fromkeys(out))
+    return self._values[sig]
+
+# %% ../nbs/09_benchgen.ipynb #e9730c7a
+@patch
+def _nearby(self: Choices, v: Value, rng: random.Random, wide: bool = False) -> str:
+    "A made-up value of the same type near `v` (when the KB has too few real ones)."
+    kg = self.ix.kg
+    if v.type == 'string': return rng.choice(kg.strings.items + kg.names)
+    if v.type == 'year': return str(Value('year', v.value + rng.choice([-1, 1]) * rng.randint(1, 60)))
+    if v.type == 'date':
+        return str(Value('date', v.value + timedelta(days=rng.choice([-1, 1]) * rng.randint(1, 20000))))
+    x = v.value * rng.uniform(0.2, 3.0) if v.value and not wide else v.value + rng.randint(-1000, 1000)
+    x = float(round(x)) if float(v.value).is_integer() or abs(x) >= 100 else round(x, 2)
+    return str(Value('quantity', x, v.unit))
+
+# %% ../nbs/09_benchgen.ipynb #16dc925b
+@patch
+def _padding(self: Choices, v: Value, answer: str, pool: list[str], rng: random.Random, n: int) -> list[str]:
+    have = set(pool) - {answer}
+    for i in range(50 * n):
+        if len(have) >= n - 1: break
+        have.add(self._nearby(v, rng, wide=i > 10 * n)); have.discard(answer)
+    return sorted(have)
+
+# %% ../nbs/09_benchgen.ipynb #5fb74771
+@patch
+def make(self: Choices, draft: Draft, answer: str, out, rng: random.Random, n: int = 10) -> list[str]:
+    "`n` choices: the answer and `n-1` distractors of its type, shuffled."
+    kg = self.ix.kg
+    if draft.kind == 'boolean': return ['yes', 'no'] + ['unknown'] * (n - 2)
+    if draft.kind == 'count':
+        start = max(0, int(answer) - rng.randrange(n))
+        return [str(start + i) for i in range(n)]
+    if draft.kind == 'relation': pool = list(kg.relations.items)
+    elif draft.kind == 'entity':
+        concepts = tuple(sorted({c for i in kg.find(answer) if not kg.is_concept[i] for c in kg.parents[i]}))
+        pool = self._concept_names(concepts) if concepts else []
+        if len(set(pool) - {answer}) < n - 1:
+            pool = pool + [kg.names[int(i)] for i in rng.sample(list(self.ix.pools['entity']),
+                                                                min(len(self.ix.pools['entity']), 50))]
+    else:
+        table = 'attr' if out.table is kg.attr_val else 'qual'
+        row = int(out.rows[0])
+        key = int(kg.attr_key[row] if table == 'attr' else kg.qual_key[row])
+        v = kg.value(out.table, row)
+        pool = self._value_pool(table, key, v.type, v.unit)
+        if len(set(pool) - {answer}) < n - 1: pool = self._padding(v, answer, pool, rng, n)
+    must = [m for m in draft.must_choose if m != answer]
+    rest = sorted(set(pool) - {answer} - set(must))
+    picked = must + rng.sample(rest, min(n - 1 - len(must), len(rest)))
+    choices = [answer] + picked
+    rng.shuffle(choices)
+    return choices + ['unknown'] * (n - len(choices))  # KQA Pro's filler, when a KB has too few of the type
 
 # %% ../nbs/09_benchgen.ipynb #84d13995
 GENERATED_CATEGORIES = ('Multi-hop', 'Qualifier', 'Comparison', 'Logical', 'Count', 'Verify')
 GENERATOR_VERSION = 2  # bump when generation changes, so that cached builds are not reused
 SPLITS = ('train', 'val', 'test')
 
+# %% ../nbs/09_benchgen.ipynb #9caaadcd
 class BenchmarkGenerator:
     "Samples, checks, words and equips questions over one KB."
     def __init__(self, kb: dict | KG,  # a KB dict in either KQA Pro schema, or a `KG`
@@ -981,45 +1094,50 @@ class BenchmarkGenerator:
         self.choices = Choices(self.ix)
         self.dropped = Counter()  # drafts dropped because the executor rejected their program, by error class
 
-    def record(self, draft: Draft, rng: random.Random) -> dict | None:
-        "The KQA Pro record of a draft, or None when its program has no clear answer."
-        got = checked_answer(self.ex, draft, self.dropped)
-        if got is None: return None
-        answer, program, out = got
-        if draft.kind == 'entity' and draft.template != 'select_between' and answer in draft.mentions: return None  # no
-            # giveaways
-        answer_type = self.kg.value(out.table, int(out.rows[0])).type if draft.kind == 'value' else draft.kind
-        return {'question': draft.question, 'program': program, 'choices': self.choices.make(draft, answer, out, rng),
-                'answer': answer, 'category': draft.category, 'template': draft.template, 'answer_type': answer_type,
-                'skeleton': skeleton(draft.question, draft.mentions),
-                **({} if self.templates.wording is None else {'wordings': draft.wordings})}
+# %% ../nbs/09_benchgen.ipynb #348fc1b9
+@patch
+def record(self: BenchmarkGenerator, draft: Draft, rng: random.Random) -> dict | None:
+    "The KQA Pro record of a draft, or None when its program has no clear answer."
+    got = checked_answer(self.ex, draft, self.dropped)
+    if got is None: return None
+    answer, program, out = got
+    if draft.kind == 'entity' and draft.template != 'select_between' and answer in draft.mentions: return None  # no
+        # giveaways
+    answer_type = self.kg.value(out.table, int(out.rows[0])).type if draft.kind == 'value' else draft.kind
+    return {'question': draft.question, 'program': program, 'choices': self.choices.make(draft, answer, out, rng),
+            'answer': answer, 'category': draft.category, 'template': draft.template, 'answer_type': answer_type,
+            'skeleton': skeleton(draft.question, draft.mentions),
+            **({} if self.templates.wording is None else {'wordings': draft.wordings})}
 
-    def generate_questions(self, category: str, n: int, seed: int = 0,
-                           max_answer_share: float = 0.1,  # at most this share of one answer (not for yes/no)
-                           max_attempts: int | None = None,  # default 100 * n
-                          ) -> list[dict]:
-        "Up to `n` distinct questions of one category."
-        if category not in self.templates.by_category:
-            raise KGQAError(f'unknown category {category!r}; expected one of {", ".join(GENERATED_CATEGORIES)}')
-        rng = random.Random(f'{seed}/{category}')
-        fns = self.templates.by_category[category]
-        cap = max(1, math.ceil(max_answer_share * n)) if category != 'Verify' else math.ceil(n / 2)
-        out, seen_programs, seen_questions, answers = [], set(), set(), Counter()
-        for _ in range(max_attempts or 100 * n):
-            if len(out) >= n: break
-            fn = rng.choice(fns)
-            state = None if self.templates.wording is None else rng.getstate()  # to word it again for test
-            draft = fn(rng)
-            if draft is None: continue
-            sig = json.dumps(draft.steps)
-            if sig in seen_programs or draft.question in seen_questions: continue
-            rec = self.record(draft, rng)
-            if rec is None or answers[rec['answer']] >= cap: continue
-            seen_programs.add(sig); seen_questions.add(draft.question); answers[rec['answer']] += 1
-            if state is not None: rec.update(self.test_wording(fn, state, draft))
-            out.append(rec)
-        return out
+# %% ../nbs/09_benchgen.ipynb #3f7fe318
+@patch
+def generate_questions(self: BenchmarkGenerator, category: str, n: int, seed: int = 0,
+                       max_answer_share: float = 0.1,  # at most this share of one answer (not for yes/no)
+                       max_attempts: int | None = None,  # default 100 * n
+                      ) -> list[dict]:
+    "Up to `n` distinct questions of one category."
+    if category not in self.templates.by_category:
+        raise KGQAError(f'unknown category {category!r}; expected one of {", ".join(GENERATED_CATEGORIES)}')
+    rng = random.Random(f'{seed}/{category}')
+    fns = self.templates.by_category[category]
+    cap = max(1, math.ceil(max_answer_share * n)) if category != 'Verify' else math.ceil(n / 2)
+    out, seen_programs, seen_questions, answers = [], set(), set(), Counter()
+    for _ in range(max_attempts or 100 * n):
+        if len(out) >= n: break
+        fn = rng.choice(fns)
+        state = None if self.templates.wording is None else rng.getstate()  # to word it again for test
+        draft = fn(rng)
+        if draft is None: continue
+        sig = json.dumps(draft.steps)
+        if sig in seen_programs or draft.question in seen_questions: continue
+        rec = self.record(draft, rng)
+        if rec is None or answers[rec['answer']] >= cap: continue
+        seen_programs.add(sig); seen_questions.add(draft.question); answers[rec['answer']] += 1
+        if state is not None: rec.update(self.test_wording(fn, state, draft))
+        out.append(rec)
+    return out
 
+# %% ../nbs/09_benchgen.ipynb #9c22f35f
 def split_questions(questions: list[dict], seed: int, fractions: tuple = (0.8, 0.1, 0.1)) -> dict[str, list]:
     "Shuffle (seeded) and split into train/val/test by `fractions`."
     qs = list(questions)
@@ -1028,6 +1146,7 @@ def split_questions(questions: list[dict], seed: int, fractions: tuple = (0.8, 0
     n_train = len(qs) - n_val - n_test
     return {'train': qs[:n_train], 'val': qs[n_train:n_train + n_val], 'test': qs[n_train + n_val:]}
 
+# %% ../nbs/09_benchgen.ipynb #4446cf1c
 def generate_benchmark(kb: dict | KG,  # a KB dict in either KQA Pro schema (or a `KG`)
                        n_per_category: int = 100,  # questions wanted per category (fewer when the KB runs out)
                        seed: int = 0,
@@ -1160,6 +1279,7 @@ METAQA_ATTRIBUTES = {'release_year': ('publication date', 'year'), 'in_language'
                      'has_imdb_rating': ('IMDb rating', 'string'), 'has_imdb_votes': ('IMDb votes', 'string')}
 METAQA_CATEGORIES = ('Multi-hop', 'Logical', 'Count', 'Verify')
 
+# %% ../nbs/09_benchgen.ipynb #7f5c2f57
 def _read_metaqa_triples(path: Path) -> list[tuple[str, str, str]]:
     triples = read_metaqa_triples(path)
     unknown = sorted({r for _, r, _ in triples if r not in METAQA_RELATIONS and r not in METAQA_ATTRIBUTES
@@ -1167,6 +1287,7 @@ def _read_metaqa_triples(path: Path) -> list[tuple[str, str, str]]:
     if unknown: raise DatasetFormatError(f'{path}: unknown MetaQA relations {unknown}')
     return triples
 
+# %% ../nbs/09_benchgen.ipynb #e2420e65
 def metaqa_as_kopl(kb_txt_path: str | Path,  # MetaQA's kb.txt
                   ) -> dict:
     "MetaQA's KB as a typed KB dict in the current KoPL schema (see the table above)."
@@ -1213,6 +1334,7 @@ def metaqa_as_kopl(kb_txt_path: str | Path,  # MetaQA's kb.txt
             dict.fromkeys(genres + ([] if genres or not is_film else ['C0']) + roles))
     return {'concepts': concepts, 'entities': entities}
 
+# %% ../nbs/09_benchgen.ipynb #31c7f8ee
 def metaqa_lexicon(kb: dict) -> Lexicon:
     "Nouns for Complex MetaQA's genre concepts: 'Comedy' reads as 'comedy film(s)'."
     nouns = {c['name']: (f"{c['name'].lower()} film", f"{c['name'].lower()} films")
