@@ -410,12 +410,14 @@ def choice(self: Renderer, options: list, also: tuple = ()) -> str:
 
 # %% ../nbs/09_benchgen.ipynb #6cca24fa
 @patch
-def alt(self: Renderer, text: str, also: tuple = ()) -> str:  # a KG name or fixed phrase (or, in levels builds, a paraphrase)
+def alt(self: Renderer, text: str, also: tuple = ()) -> str:
+    # a KG name or fixed phrase (or, in levels builds, a paraphrase)
     return text if self.wording is None else self.pick([text], also)
 
 # %% ../nbs/09_benchgen.ipynb #fc237bd3
 @patch
-def put(self: Renderer, text: str, slot: str, name: str) -> str:  # `name` (or a paraphrase) for `slot` when `text` has it
+def put(self: Renderer, text: str, slot: str, name: str) -> str:
+    # `name` (or a paraphrase) for `slot` when `text` has it
     return text.replace(slot, self.alt(name)) if slot in text else text
 
 # %% ../nbs/09_benchgen.ipynb #163a95e0
@@ -564,7 +566,8 @@ class Templates:
 
 # %% ../nbs/09_benchgen.ipynb #dc6b89d0
 @patch
-def _draft(self: Templates, r: Renderer, category: str, template: str, steps: list, question: str, kind: str, **kw) -> Draft:
+def _draft(self: Templates, r: Renderer, category: str, template: str, steps: list, question: str, kind: str,
+           **kw) -> Draft:
     return Draft(category, template, steps, capitalize(question), r.mentions, kind, wordings=r.used, **kw)
 
 # %% ../nbs/09_benchgen.ipynb #b91ef353
