@@ -16,6 +16,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from pathlib import Path
 import numpy as np
+from fastcore.basics import patch
 from .core import KGQAError, cache_dir
 from .embed import element_text, kg_elements, kg_fingerprint
 from .functions import (CLOSED_KINDS, FUNCTIONS, PARAM_KINDS, KoPLFunction, ProgramError, accepts,
@@ -250,7 +251,7 @@ def sympy_units() -> dict:
             'gigabyte': 10**9 * u.byte, 'terabyte': 10**12 * u.byte, 'percent': u.percent,
             'knot': u.nautical_mile / u.hour}
 
-# %% ../nbs/17_grounding.ipynb #dacb2643
+# %% ../nbs/17_grounding.ipynb #35a14724
 @dataclass(frozen=True)
 class Unit:
     "A resolved unit: its canonical name and, where sympy can convert it, its expression."
@@ -301,6 +302,7 @@ def resolve_unit(text: str,  # a unit as written: 'square kilometers', 'km²', '
         return Unit(_POWER_NAMES[power] + name, expr**power)
     return Unit(name, expr)
 
+# %% ../nbs/17_grounding.ipynb #a90ef827
 @lru_cache(maxsize=4096)
 def unit_factor(src: Unit, dst: Unit) -> float | None:
     "The factor that converts amounts in `src` to `dst`, or None when the dimensions differ."
@@ -592,7 +594,7 @@ class _Ask:
     collection: str | None = None  # the index collection to retrieve candidates from (None: candidates given)
     default: str | None = None  # the choice when there is no LLM (None: the first candidate)
 
-# %% ../nbs/17_grounding.ipynb #5eb554fc
+# %% ../nbs/17_grounding.ipynb #38451918
 class Grounder:
     "QUACK: ground a generated KoPL program's textual inputs (and function names) in one KG."
     def __init__(self, kg,  # a `kgqa_nb.kg.KG`
@@ -615,240 +617,257 @@ class Grounder:
         self.cache = DecisionCache(Path(cache_path) if cache_path
                                    else cache_dir('grounding')/'decisions.sqlite') if use_cache else None
 
-    # ---- one input ----------------------------------------------------------------------------
-    def _first_look(self, kind: str, text: str, question: str, d: Decision) -> _Ask | None:
-        "Settle a name or operator without retrieval or LLM when possible; else say what to ask."
-        if kind in ITEM_KINDS:
-            coll = ITEM_KINDS[kind]
-            if text in self.names[coll]: d.choice, d.how = text, 'verbatim'; return None
-            same = self.names['normal_' + coll].get(normal_form(text), [])
-            if len(same) == 1: d.choice, d.how = same[0], 'normalized'; return None
-            in_question = [n for n in same if re.search(rf'(?<!\w){re.escape(n)}(?!\w)', question)]
-            if len(in_question) == 1:  # 'police' (a tag) or 'Police' (a film): the question's spelling decides
-                d.choice, d.how, d.candidates, d.note = in_question[0], 'normalized', same, 'spelled as in the question'
-                return None
-            return _Ask(d, ITEM_WORDS[kind], coll)
-        choice, note = closed_choice(kind, text)
-        d.candidates = list(CLOSED_KINDS[kind])
-        if choice is not None:
-            d.choice, d.how, d.note = choice, 'verbatim' if choice == text else 'operator', note; return None
-        if text.strip(): return _Ask(d, d.kind)  # unknown text: only the LLM can tell (else 'failed')
-        guess = operator_from_question(kind, question)
-        if guess is not None:
-            d.choice, d.how, d.note = guess, 'operator', 'missing operator read from the question'; return None
-        return _Ask(d, d.kind, default=CLOSED_KINDS[kind][0])
+# %% ../nbs/17_grounding.ipynb #c269df8b
+@patch
+def _first_look(self: Grounder, kind: str, text: str, question: str, d: Decision) -> _Ask | None:
+    "Settle a name or operator without retrieval or LLM when possible; else say what to ask."
+    if kind in ITEM_KINDS:
+        coll = ITEM_KINDS[kind]
+        if text in self.names[coll]: d.choice, d.how = text, 'verbatim'; return None
+        same = self.names['normal_' + coll].get(normal_form(text), [])
+        if len(same) == 1: d.choice, d.how = same[0], 'normalized'; return None
+        in_question = [n for n in same if re.search(rf'(?<!\w){re.escape(n)}(?!\w)', question)]
+        if len(in_question) == 1:  # 'police' (a tag) or 'Police' (a film): the question's spelling decides
+            d.choice, d.how, d.candidates, d.note = in_question[0], 'normalized', same, 'spelled as in the question'
+            return None
+        return _Ask(d, ITEM_WORDS[kind], coll)
+    choice, note = closed_choice(kind, text)
+    d.candidates = list(CLOSED_KINDS[kind])
+    if choice is not None:
+        d.choice, d.how, d.note = choice, 'verbatim' if choice == text else 'operator', note; return None
+    if text.strip(): return _Ask(d, d.kind)  # unknown text: only the LLM can tell (else 'failed')
+    guess = operator_from_question(kind, question)
+    if guess is not None:
+        d.choice, d.how, d.note = guess, 'operator', 'missing operator read from the question'; return None
+    return _Ask(d, d.kind, default=CLOSED_KINDS[kind][0])
 
-    def _retrieve(self, asks: list[_Ask]):
-        "Fill the candidates of each ask: one `search_many` call per collection."
-        for coll in dict.fromkeys(a.collection for a in asks if a.collection):
-            group = [a for a in asks if a.collection == coll]
-            t0 = time.perf_counter()
-            hits = self.index.search_many(coll, [a.decision.mention for a in group], self.top_k)
-            share = (time.perf_counter() - t0) / len(group)
-            for a, h in zip(group, hits):
-                a.decision.candidates, a.decision.scores = [n for n, _ in h], [float(s) for _, s in h]
-                a.decision.seconds += share
-
-    def _cache_key(self, a: _Ask, question: str) -> str:
-        d = a.decision
-        return DecisionCache.key(self.fingerprint, a.word, d.mention, question, d.candidates, self.model)
-
-    def _decide(self, asks: list[_Ask], question: str):
-        "Choose for every ask: from the cache, the LLM (one batched call), or the first candidate."
-        self._retrieve(asks)
-        todo = []
-        for a in asks:
-            d = a.decision
-            if not d.candidates: d.how, d.note = 'failed', f'no {a.word} in the KG to choose from'; continue
-            if self.backend is None:
-                if a.default is None and a.collection is None:
-                    d.how, d.note = 'failed', f'{d.mention!r} is no known {a.word} and there is no LLM to ask'
-                else:
-                    d.choice, d.how, d.note = (a.default or d.candidates[0], 'top1',
-                                               'no LLM backend: the first candidate')
-                continue
-            hit = self.cache.get(self._cache_key(a, question)) if self.cache is not None else None
-            if hit is not None:
-                d.choice, d.how, d.source, d.note = hit['choice'], 'cache', hit['how'], hit.get('note', '')
-                continue
-            todo.append(a)
-        if not todo: return
-        prompts = [grounding_prompt(question, a.word, a.decision.candidates, a.decision.mention) for a in todo]
-        decoding = Decoding(temperature=0.0, max_tokens=self.max_tokens, stop=prompts[0].stop)
+# %% ../nbs/17_grounding.ipynb #fdb424d5
+@patch
+def _retrieve(self: Grounder, asks: list[_Ask]):
+    "Fill the candidates of each ask: one `search_many` call per collection."
+    for coll in dict.fromkeys(a.collection for a in asks if a.collection):
+        group = [a for a in asks if a.collection == coll]
         t0 = time.perf_counter()
-        answers = self.backend.complete_many([p.text for p in prompts], decoding)
-        share = (time.perf_counter() - t0) / len(todo)
-        for a, c in zip(todo, answers):
-            d = a.decision
-            d.llm_calls, d.seconds = d.llm_calls + 1, d.seconds + share
-            choice = parse_grounding_answer(c.text, d.candidates)
-            if choice is not None: d.choice, d.how = choice, 'llm'
+        hits = self.index.search_many(coll, [a.decision.mention for a in group], self.top_k)
+        share = (time.perf_counter() - t0) / len(group)
+        for a, h in zip(group, hits):
+            a.decision.candidates, a.decision.scores = [n for n, _ in h], [float(s) for _, s in h]
+            a.decision.seconds += share
+
+@patch
+def _cache_key(self: Grounder, a: _Ask, question: str) -> str:
+    d = a.decision
+    return DecisionCache.key(self.fingerprint, a.word, d.mention, question, d.candidates, self.model)
+
+# %% ../nbs/17_grounding.ipynb #991aba11
+@patch
+def _decide(self: Grounder, asks: list[_Ask], question: str):
+    "Choose for every ask: from the cache, the LLM (one batched call), or the first candidate."
+    self._retrieve(asks)
+    todo = []
+    for a in asks:
+        d = a.decision
+        if not d.candidates: d.how, d.note = 'failed', f'no {a.word} in the KG to choose from'; continue
+        if self.backend is None:
+            if a.default is None and a.collection is None:
+                d.how, d.note = 'failed', f'{d.mention!r} is no known {a.word} and there is no LLM to ask'
             else:
                 d.choice, d.how, d.note = (a.default or d.candidates[0], 'top1',
-                                           f'the LLM answered {c.text.strip()[:60]!r}, which is no candidate')
-            if self.cache is not None: self.cache.put(self._cache_key(a, question), d)
-
-    def _value_key(self, steps: list[dict], i: int, fn: KoPLFunction, p) -> tuple[str | None, bool]:
-        "(key, is a qualifier key) that the value input `p` of step `i` belongs to."
-        params = {q.name: t for q, t in zip(fn.params, steps[i]['inputs'])}
-        if p.name == 'qvalue' and 'qkey' in params: return params['qkey'], True
-        if 'key' in params: return params['key'], False
-        deps = steps[i].get('dependencies') or ([i - 1] if i > 0 else [])
-        up = steps[deps[0]] if deps and 0 <= deps[0] < i else None  # Verify*: the key of the QueryAttr* step it reads
-        upfn = lookup(up['function']) if up else None
-        if upfn is None or len(up.get('inputs') or []) != len(upfn.params): return None, False
-        upp = {q.name: t for q, t in zip(upfn.params, up['inputs'])}
-        if upfn.name == 'QueryAttrQualifier': return upp.get('qkey'), True
-        return upp.get('key'), False
-
-    def _value_decision(self, steps: list[dict], i: int, fn: KoPLFunction, pos: int, p) -> Decision:
-        "Normalize a value input (quantity, year, date, string) against what the KG holds under its key."
-        t0, text = time.perf_counter(), str(steps[i]['inputs'][pos])
-        key, qual = self._value_key(steps, i, fn, p)
-        typ = VALUE_KINDS[p.kind]
-        if typ == 'value': typ = self.values.value_type(key) if key else None
-        d = Decision(typ or 'value', text, text, [], 'kept', i, function=fn.name, position=pos)
-        if typ is None: d.note = f'the type of {key!r} is unknown in the KG'
-        elif typ == 'quantity':
-            d.candidates = self.values.units(key, qual) if key else []
-            d.choice, d.how, d.note = normalize_quantity(text, d.candidates)
-        elif typ in ('year', 'date'): d.choice, d.how, d.note = normalize_time(text, typ)
+                                           'no LLM backend: the first candidate')
+            continue
+        hit = self.cache.get(self._cache_key(a, question)) if self.cache is not None else None
+        if hit is not None:
+            d.choice, d.how, d.source, d.note = hit['choice'], 'cache', hit['how'], hit.get('note', '')
+            continue
+        todo.append(a)
+    if not todo: return
+    prompts = [grounding_prompt(question, a.word, a.decision.candidates, a.decision.mention) for a in todo]
+    decoding = Decoding(temperature=0.0, max_tokens=self.max_tokens, stop=prompts[0].stop)
+    t0 = time.perf_counter()
+    answers = self.backend.complete_many([p.text for p in prompts], decoding)
+    share = (time.perf_counter() - t0) / len(todo)
+    for a, c in zip(todo, answers):
+        d = a.decision
+        d.llm_calls, d.seconds = d.llm_calls + 1, d.seconds + share
+        choice = parse_grounding_answer(c.text, d.candidates)
+        if choice is not None: d.choice, d.how = choice, 'llm'
         else:
-            strings = self.values.strings(key, qual) if key else {}
-            same = strings.get(normal_form(text), [])
-            if text in same: d.how = 'verbatim'
-            elif len(same) == 1: d.choice, d.how = same[0], 'normalized'
-            else: d.note = f'no value of {key!r} in the KG reads {text!r}'
-        if d.how == 'failed' and d.choice is None: d.note = d.note or 'no value could be read'
-        d.seconds = time.perf_counter() - t0
-        return d
+            d.choice, d.how, d.note = (a.default or d.candidates[0], 'top1',
+                                       f'the LLM answered {c.text.strip()[:60]!r}, which is no candidate')
+        if self.cache is not None: self.cache.put(self._cache_key(a, question), d)
 
-    # ---- a program ----------------------------------------------------------------------------
-    def ground(self, program: list[dict],  # KQA Pro-format steps (checked, or a parser's sketch)
-               question: str,  # the question: the context for every LLM choice
-              ) -> tuple[list[dict], list[Decision]]:
-        "The program with its textual inputs grounded, and one `Decision` per textual input, by step and position."
-        if not isinstance(program, (list, tuple)) or not all(isinstance(s, dict) and 'function' in s for s in program):
-            raise GroundingError(f"a program is a list of {{'function', 'inputs', 'dependencies'}} steps, got "
-                                 f"{program!r:.80}")
-        steps = [{**s, 'inputs': [str(t) for t in (s.get('inputs') or [])]} for s in program]
-        decisions, asks, values = [], [], []
-        for i, s in enumerate(steps):
-            fn = lookup(s['function'])
-            if fn is None or len(fn.params) != len(s['inputs']): continue
-            for pos, (p, text) in enumerate(zip(fn.params, s['inputs'])):
-                if p.kind in VALUE_KINDS: values.append((i, fn, pos, p)); continue
-                t0 = time.perf_counter()
-                d = Decision(decision_kind(p.kind), text, None, [], '', i, function=fn.name, position=pos)
-                ask = self._first_look(p.kind, text, question, d)
-                d.seconds = time.perf_counter() - t0
-                decisions.append(d)
-                if ask is not None: asks.append(ask)
-        if asks: self._decide(asks, question)
-        for d in decisions:
-            if d.choice is not None: steps[d.step]['inputs'][d.position] = d.choice
-        for i, fn, pos, p in values:
-            d = self._value_decision(steps, i, fn, pos, p)
+# %% ../nbs/17_grounding.ipynb #bda5c4aa
+@patch
+def _value_key(self: Grounder, steps: list[dict], i: int, fn: KoPLFunction, p) -> tuple[str | None, bool]:
+    "(key, is a qualifier key) that the value input `p` of step `i` belongs to."
+    params = {q.name: t for q, t in zip(fn.params, steps[i]['inputs'])}
+    if p.name == 'qvalue' and 'qkey' in params: return params['qkey'], True
+    if 'key' in params: return params['key'], False
+    deps = steps[i].get('dependencies') or ([i - 1] if i > 0 else [])
+    up = steps[deps[0]] if deps and 0 <= deps[0] < i else None  # Verify*: the key of the QueryAttr* step it reads
+    upfn = lookup(up['function']) if up else None
+    if upfn is None or len(up.get('inputs') or []) != len(upfn.params): return None, False
+    upp = {q.name: t for q, t in zip(upfn.params, up['inputs'])}
+    if upfn.name == 'QueryAttrQualifier': return upp.get('qkey'), True
+    return upp.get('key'), False
+
+@patch
+def _value_decision(self: Grounder, steps: list[dict], i: int, fn: KoPLFunction, pos: int, p) -> Decision:
+    "Normalize a value input (quantity, year, date, string) against what the KG holds under its key."
+    t0, text = time.perf_counter(), str(steps[i]['inputs'][pos])
+    key, qual = self._value_key(steps, i, fn, p)
+    typ = VALUE_KINDS[p.kind]
+    if typ == 'value': typ = self.values.value_type(key) if key else None
+    d = Decision(typ or 'value', text, text, [], 'kept', i, function=fn.name, position=pos)
+    if typ is None: d.note = f'the type of {key!r} is unknown in the KG'
+    elif typ == 'quantity':
+        d.candidates = self.values.units(key, qual) if key else []
+        d.choice, d.how, d.note = normalize_quantity(text, d.candidates)
+    elif typ in ('year', 'date'): d.choice, d.how, d.note = normalize_time(text, typ)
+    else:
+        strings = self.values.strings(key, qual) if key else {}
+        same = strings.get(normal_form(text), [])
+        if text in same: d.how = 'verbatim'
+        elif len(same) == 1: d.choice, d.how = same[0], 'normalized'
+        else: d.note = f'no value of {key!r} in the KG reads {text!r}'
+    if d.how == 'failed' and d.choice is None: d.note = d.note or 'no value could be read'
+    d.seconds = time.perf_counter() - t0
+    return d
+
+# %% ../nbs/17_grounding.ipynb #a2e7be87
+@patch
+def ground(self: Grounder, program: list[dict],  # KQA Pro-format steps (checked, or a parser's sketch)
+           question: str,  # the question: the context for every LLM choice
+          ) -> tuple[list[dict], list[Decision]]:
+    "The program with its textual inputs grounded, and one `Decision` per textual input, by step and position."
+    if not isinstance(program, (list, tuple)) or not all(isinstance(s, dict) and 'function' in s for s in program):
+        raise GroundingError(f"a program is a list of {{'function', 'inputs', 'dependencies'}} steps, got "
+                             f"{program!r:.80}")
+    steps = [{**s, 'inputs': [str(t) for t in (s.get('inputs') or [])]} for s in program]
+    decisions, asks, values = [], [], []
+    for i, s in enumerate(steps):
+        fn = lookup(s['function'])
+        if fn is None or len(fn.params) != len(s['inputs']): continue
+        for pos, (p, text) in enumerate(zip(fn.params, s['inputs'])):
+            if p.kind in VALUE_KINDS: values.append((i, fn, pos, p)); continue
+            t0 = time.perf_counter()
+            d = Decision(decision_kind(p.kind), text, None, [], '', i, function=fn.name, position=pos)
+            ask = self._first_look(p.kind, text, question, d)
+            d.seconds = time.perf_counter() - t0
             decisions.append(d)
-            if d.choice is not None: steps[i]['inputs'][pos] = d.choice
-        return steps, sorted(decisions, key=lambda d: (d.step, d.position))
+            if ask is not None: asks.append(ask)
+    if asks: self._decide(asks, question)
+    for d in decisions:
+        if d.choice is not None: steps[d.step]['inputs'][d.position] = d.choice
+    for i, fn, pos, p in values:
+        d = self._value_decision(steps, i, fn, pos, p)
+        decisions.append(d)
+        if d.choice is not None: steps[i]['inputs'][pos] = d.choice
+    return steps, sorted(decisions, key=lambda d: (d.step, d.position))
 
-    # ---- function names -----------------------------------------------------------------------
-    def function_decision(self, name: str,  # the function name as generated
-                          inputs: list[str],  # the step's textual inputs
-                          question: str,  # the question (LLM context)
-                          step: int = 0,  # the step index
-                          deps: list | None = None,  # the step's dependencies, when known
-                          out_types: list | None = None,  # output types of the earlier steps
-                          branch_ends: list | None = None,  # finished branches (when deps is None)
-                         ) -> tuple[Decision, list[str]]:
-        "(decision, inputs to use) for a step whose function is unknown or does not fit its inputs."
-        t0 = time.perf_counter()
-        ranked = [r for r in fitting_functions(step, inputs, deps, out_types or [None] * step, branch_ends or [],
-                                               self.names, self.values)
-                  if r[0] != canonical_function(name)]
-        mention = f'{name}({", ".join(map(str, inputs))})'
-        d = Decision('function', mention, None, [], 'failed', step, position=-1)
-        if not ranked:
-            d.note, d.seconds = 'no registry function fits these inputs', time.perf_counter() - t0
-            return d, list(inputs)
-        best = [r for r in ranked if (r[2], r[3]) == (ranked[0][2], ranked[0][3])]
-        best.sort(key=lambda r: -name_similarity(name, r[0]))
-        d.candidates, d.scores = [r[0] for r in best][:self.top_k], [float(r[2]) for r in best][:self.top_k]
-        if len(best) == 1 or self.backend is None:
-            d.choice, d.how = best[0][0], 'function'
-            d.note = ('the only best-fitting function' if len(best) == 1
-                      else 'no LLM backend: best fit, then the most similar name')
-        else: self._decide([_Ask(d, 'function')], question)
-        d.function = d.choice or ''
-        d.seconds = time.perf_counter() - t0  # LLM time included
-        chosen = next((r[1] for r in best if r[0] == d.choice), list(inputs))
-        if chosen != list(inputs): d.note = (d.note + '; ' if d.note else '') + 'comma-joined inputs split again'
-        return d, chosen
+# %% ../nbs/17_grounding.ipynb #758bd55c
+@patch
+def function_decision(self: Grounder, name: str,  # the function name as generated
+                      inputs: list[str],  # the step's textual inputs
+                      question: str,  # the question (LLM context)
+                      step: int = 0,  # the step index
+                      deps: list | None = None,  # the step's dependencies, when known
+                      out_types: list | None = None,  # output types of the earlier steps
+                      branch_ends: list | None = None,  # finished branches (when deps is None)
+                     ) -> tuple[Decision, list[str]]:
+    "(decision, inputs to use) for a step whose function is unknown or does not fit its inputs."
+    t0 = time.perf_counter()
+    ranked = [r for r in fitting_functions(step, inputs, deps, out_types or [None] * step, branch_ends or [],
+                                           self.names, self.values)
+              if r[0] != canonical_function(name)]
+    mention = f'{name}({", ".join(map(str, inputs))})'
+    d = Decision('function', mention, None, [], 'failed', step, position=-1)
+    if not ranked:
+        d.note, d.seconds = 'no registry function fits these inputs', time.perf_counter() - t0
+        return d, list(inputs)
+    best = [r for r in ranked if (r[2], r[3]) == (ranked[0][2], ranked[0][3])]
+    best.sort(key=lambda r: -name_similarity(name, r[0]))
+    d.candidates, d.scores = [r[0] for r in best][:self.top_k], [float(r[2]) for r in best][:self.top_k]
+    if len(best) == 1 or self.backend is None:
+        d.choice, d.how = best[0][0], 'function'
+        d.note = ('the only best-fitting function' if len(best) == 1
+                  else 'no LLM backend: best fit, then the most similar name')
+    else: self._decide([_Ask(d, 'function')], question)
+    d.function = d.choice or ''
+    d.seconds = time.perf_counter() - t0  # LLM time included
+    chosen = next((r[1] for r in best if r[0] == d.choice), list(inputs))
+    if chosen != list(inputs): d.note = (d.note + '; ' if d.note else '') + 'comma-joined inputs split again'
+    return d, chosen
 
-    def repair_function(self, name: str,  # the wrong function name
-                        inputs: list[str],  # the step's textual inputs
-                        question: str,  # the question (LLM context)
-                        n_functional: int | None = None,  # number of functional inputs, when known
-                        feeding_types: list[str] | None = None,  # output types of the steps that feed it, when known
-                       ) -> str | None:
-        "The registry function to use instead of `name`, or None when none fits."
-        step = n_functional or 0
-        deps = list(range(n_functional)) if n_functional is not None else None
-        types = list(feeding_types) if feeding_types is not None else [None] * (n_functional or 0)
-        if deps is None: step, types = 1, [None]  # unknown: anything after one step of unknown type
-        return self.function_decision(name, inputs, question, step, deps, types, [0] if deps is None else [])[0].choice
+# %% ../nbs/17_grounding.ipynb #497e9db1
+@patch
+def repair_function(self: Grounder, name: str,  # the wrong function name
+                    inputs: list[str],  # the step's textual inputs
+                    question: str,  # the question (LLM context)
+                    n_functional: int | None = None,  # number of functional inputs, when known
+                    feeding_types: list[str] | None = None,  # output types of the steps that feed it, when known
+                   ) -> str | None:
+    "The registry function to use instead of `name`, or None when none fits."
+    step = n_functional or 0
+    deps = list(range(n_functional)) if n_functional is not None else None
+    types = list(feeding_types) if feeding_types is not None else [None] * (n_functional or 0)
+    if deps is None: step, types = 1, [None]  # unknown: anything after one step of unknown type
+    return self.function_decision(name, inputs, question, step, deps, types, [0] if deps is None else [])[0].choice
 
-    def repair_unknown_functions(self, program: list[dict],  # steps as read (e.g. `ParseResult.sketch`)
-                                 question: str,  # the question (LLM context)
-                                ) -> tuple[list[dict], list[Decision]]:
-        ("Steps whose functions all fit their inputs (unknown or misfitting ones replaced, a missing operator added), "
-         "and the function decisions.")
-        steps = [{**s, 'inputs': [str(t) for t in (s.get('inputs') or [])], 'dependencies': s.get('dependencies')}
-                 for s in program]
-        known_deps = dependencies_known(steps)
-        decisions, out_types, branch_ends = [], [], []
-        for i, s in enumerate(steps):
-            fn = lookup(s['function'])
-            deps = [d for d in s['dependencies'] if isinstance(d, int) and d >= 0] if known_deps else None
-            fits = fn is not None and _feeds(fn, i, deps, out_types, branch_ends)
-            if fits and len(s['inputs']) == len(fn.params) - 1:  # a closed input (operator, direction) left out
-                gap = [k for k, p in enumerate(fn.params) if p.kind in CLOSED_KINDS]
-                if len(gap) == 1: s['inputs'].insert(gap[0], '')
-            score, bad = fit_score(fn, s['inputs'], self.names, self.values) if fn else (-99, 99)
-            if not fits or score == -99 or bad:
-                d, inputs = self.function_decision(s['function'], s['inputs'], question, i, deps, out_types,
-                                                   branch_ends)
-                better = d.choice is not None and (not fits or score == -99
-                                                   or fit_score(FUNCTIONS[d.choice], inputs, self.names,
-                                                                self.values)[1] < bad)
-                if better:
-                    decisions.append(d)
-                    s['function'], s['inputs'], fn = d.choice, inputs, FUNCTIONS[d.choice]
-                elif not fits or score == -99: decisions.append(d)
-            if fn is not None and deps is None:
-                if fn.starts_branch and i > 0: branch_ends.append(i - 1)
-                elif fn.joins_branches and branch_ends: branch_ends.pop()
-            out_types.append(fn.output if fn is not None else None)
-        if not known_deps and all(lookup(s['function']) for s in steps):
-            try:
-                for s, d in zip(steps, infer_dependencies([s['function'] for s in steps])): s['dependencies'] = d
-            except ProgramError: pass
-        return steps, decisions
+# %% ../nbs/17_grounding.ipynb #881f4c60
+@patch
+def repair_unknown_functions(self: Grounder, program: list[dict],  # steps as read (e.g. `ParseResult.sketch`)
+                             question: str,  # the question (LLM context)
+                            ) -> tuple[list[dict], list[Decision]]:
+    ("Steps whose functions all fit their inputs (unknown or misfitting ones replaced, a missing operator added), "
+     "and the function decisions.")
+    steps = [{**s, 'inputs': [str(t) for t in (s.get('inputs') or [])], 'dependencies': s.get('dependencies')}
+             for s in program]
+    known_deps = dependencies_known(steps)
+    decisions, out_types, branch_ends = [], [], []
+    for i, s in enumerate(steps):
+        fn = lookup(s['function'])
+        deps = [d for d in s['dependencies'] if isinstance(d, int) and d >= 0] if known_deps else None
+        fits = fn is not None and _feeds(fn, i, deps, out_types, branch_ends)
+        if fits and len(s['inputs']) == len(fn.params) - 1:  # a closed input (operator, direction) left out
+            gap = [k for k, p in enumerate(fn.params) if p.kind in CLOSED_KINDS]
+            if len(gap) == 1: s['inputs'].insert(gap[0], '')
+        score, bad = fit_score(fn, s['inputs'], self.names, self.values) if fn else (-99, 99)
+        if not fits or score == -99 or bad:
+            d, inputs = self.function_decision(s['function'], s['inputs'], question, i, deps, out_types,
+                                               branch_ends)
+            better = d.choice is not None and (not fits or score == -99
+                                               or fit_score(FUNCTIONS[d.choice], inputs, self.names,
+                                                            self.values)[1] < bad)
+            if better:
+                decisions.append(d)
+                s['function'], s['inputs'], fn = d.choice, inputs, FUNCTIONS[d.choice]
+            elif not fits or score == -99: decisions.append(d)
+        if fn is not None and deps is None:
+            if fn.starts_branch and i > 0: branch_ends.append(i - 1)
+            elif fn.joins_branches and branch_ends: branch_ends.pop()
+        out_types.append(fn.output if fn is not None else None)
+    if not known_deps and all(lookup(s['function']) for s in steps):
+        try:
+            for s, d in zip(steps, infer_dependencies([s['function'] for s in steps])): s['dependencies'] = d
+        except ProgramError: pass
+    return steps, decisions
 
-    def repair_and_ground(self, parsed: ParseResult | list,  # `parse.parse_generation`'s result, or steps
-                          question: str,  # the question
-                         ) -> GroundingResult:
-        "Repair function names, ground every input, and check the result with `parse.validate`."
-        if isinstance(parsed, ParseResult):
-            steps = parsed.program if parsed.program is not None else parsed.sketch
-            if steps is None: return GroundingResult(None, None, [], parsed.issue)
-        else: steps = parsed
-        steps, fixes = self.repair_unknown_functions(steps, question)
-        steps, decisions = self.ground(steps, question)
-        decisions = sorted(fixes + decisions, key=lambda d: (d.step, d.position))
-        try: return GroundingResult(validate(steps), steps, decisions)
-        except ProgramError as e: return GroundingResult(None, steps, decisions, issue_from_error(e, steps))
+# %% ../nbs/17_grounding.ipynb #8ad6ef77
+@patch
+def repair_and_ground(self: Grounder, parsed: ParseResult | list,  # `parse.parse_generation`'s result, or steps
+                      question: str,  # the question
+                     ) -> GroundingResult:
+    "Repair function names, ground every input, and check the result with `parse.validate`."
+    if isinstance(parsed, ParseResult):
+        steps = parsed.program if parsed.program is not None else parsed.sketch
+        if steps is None: return GroundingResult(None, None, [], parsed.issue)
+    else: steps = parsed
+    steps, fixes = self.repair_unknown_functions(steps, question)
+    steps, decisions = self.ground(steps, question)
+    decisions = sorted(fixes + decisions, key=lambda d: (d.step, d.position))
+    try: return GroundingResult(validate(steps), steps, decisions)
+    except ProgramError as e: return GroundingResult(None, steps, decisions, issue_from_error(e, steps))
 
 # %% ../nbs/17_grounding.ipynb #81ed4912
 TABLE7_GROUPS = {'entity': 'entity/concept', 'concept': 'entity/concept', 'relation': 'relation/attribute',

@@ -13,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
+from fastcore.basics import patch
 from .core import KGQAError
 
 # %% auto #0
@@ -381,7 +382,7 @@ def check_server(base_url: str,  # e.g. http://127.0.0.1:8000/v1
         reason = getattr(e, 'reason', e)
         raise LLMUnavailableError(f'No LLM server answers at {url} ({reason}). {hint}') from None
 
-# %% ../nbs/10_llm.ipynb #7075c1f0
+# %% ../nbs/10_llm.ipynb #30e07231
 RETRY_STATUS = (408, 409, 429)  # HTTP statuses retried besides every 5xx (the openai client's own choice)
 
 def retry_after_seconds(headers,  # a response's headers (case-insensitive mapping, e.g. httpx.Headers) or None
@@ -411,6 +412,7 @@ def backoff_delay(attempt: int,  # 0 before the first retry, 1 before the second
     if retry_after is not None: return min(max_backoff, retry_after * (1 + jitter * r))
     return min(max_backoff, backoff * 2 ** attempt) * (1 - jitter * r)
 
+# %% ../nbs/10_llm.ipynb #4af861b5
 class RateLimiter:
     "At most so many requests and tokens in any `window` seconds (a sliding window), shared by all threads."
     def __init__(self, requests_per_minute: float | None = None,  # None: no limit
@@ -461,7 +463,7 @@ class RateLimiter:
         "Replace a request's estimated tokens by the real count."
         with self._lock: entry[1] = tokens
 
-# %% ../nbs/10_llm.ipynb #8083936b
+# %% ../nbs/10_llm.ipynb #4d4fde5f
 class OpenAIBackend(LLMBackend):
     "A model behind an OpenAI-compatible HTTP server (vLLM, Ollama, llama.cpp server, OpenAI, ...)."
     def __init__(self, model: str | None = None,  # model id on the server (default: env KGQA_LLM_MODEL, else the first)
@@ -518,88 +520,96 @@ class OpenAIBackend(LLMBackend):
         self.client = openai.OpenAI(base_url=self.base_url, api_key=key or 'EMPTY', timeout=timeout, max_retries=0)
         self.model = model or os.environ.get(MODEL_VAR) or self._first_server_model()
 
-    def _first_server_model(self) -> str:
-        models = self._request(lambda: self.client.models.list()).data
-        if not models: raise LLMUnavailableError(f'{self.base_url} serves no model; pass model= or set {MODEL_VAR}.')
-        return models[0].id
+# %% ../nbs/10_llm.ipynb #64730474
+@patch
+def _first_server_model(self: OpenAIBackend) -> str:
+    models = self._request(lambda: self.client.models.list()).data
+    if not models: raise LLMUnavailableError(f'{self.base_url} serves no model; pass model= or set {MODEL_VAR}.')
+    return models[0].id
 
-    def _request(self, send: Callable,  # makes one request
-                 tokens: int = 0,  # its estimated tokens, for the rate limiter
-                ):
-        "Call `send()` within the rate limits, retrying transient failures after `backoff_delay`."
-        import openai
-        last = None
-        for attempt in range(self.retries + 1):
-            slot, asked = self.limiter.acquire(tokens) if self.limiter else None, None
-            try:
-                r = send()
-                u = getattr(r, 'usage', None)
-                if slot is not None and u is not None:
-                    self.limiter.settle(slot, (u.prompt_tokens or 0) + (getattr(u, 'completion_tokens', 0) or 0))
-                return r
-            except openai.APITimeoutError as e: last, cause = e, 'timeout'
-            except openai.APIConnectionError as e: last, cause = e, 'connection'
-            except openai.APIStatusError as e:
-                if e.status_code < 500 and e.status_code not in RETRY_STATUS:
-                    raise LLMCallError(f'{self.base_url} refused the request (HTTP {e.status_code}): '
-                                       f'{e.message}') from e
-                last, cause, asked = e, str(e.status_code), retry_after_seconds(e.response.headers)
-            if attempt < self.retries:
-                with self._retry_lock: self.retried[cause] += 1
-                self._sleep(backoff_delay(attempt, self.backoff, self.max_backoff, self.jitter, self._rng, asked))
-        n = self.retries + 1
-        if isinstance(last, openai.APITimeoutError):
-            raise LLMUnavailableError(f'The LLM server at {self.base_url} did not answer within {self.timeout:g} s, '
-                                      f'{n} attempts in a row: it is down or overloaded (pass a larger timeout= if its '
-                                      f'answers are only slow). {self.hint}') from last
-        if isinstance(last, openai.APIConnectionError):
-            raise LLMUnavailableError(f'Lost the LLM server at {self.base_url} after {n} attempts '
-                                      f'({type(last).__name__}). {self.hint}') from last
-        raise LLMCallError(f'{self.base_url} kept failing after {n} attempts (last: HTTP {last.status_code}): '
-                           f'{last.message}') from last
+@patch
+def _request(self: OpenAIBackend, send: Callable,  # makes one request
+             tokens: int = 0,  # its estimated tokens, for the rate limiter
+            ):
+    "Call `send()` within the rate limits, retrying transient failures after `backoff_delay`."
+    import openai
+    last = None
+    for attempt in range(self.retries + 1):
+        slot, asked = self.limiter.acquire(tokens) if self.limiter else None, None
+        try:
+            r = send()
+            u = getattr(r, 'usage', None)
+            if slot is not None and u is not None:
+                self.limiter.settle(slot, (u.prompt_tokens or 0) + (getattr(u, 'completion_tokens', 0) or 0))
+            return r
+        except openai.APITimeoutError as e: last, cause = e, 'timeout'
+        except openai.APIConnectionError as e: last, cause = e, 'connection'
+        except openai.APIStatusError as e:
+            if e.status_code < 500 and e.status_code not in RETRY_STATUS:
+                raise LLMCallError(f'{self.base_url} refused the request (HTTP {e.status_code}): '
+                                   f'{e.message}') from e
+            last, cause, asked = e, str(e.status_code), retry_after_seconds(e.response.headers)
+        if attempt < self.retries:
+            with self._retry_lock: self.retried[cause] += 1
+            self._sleep(backoff_delay(attempt, self.backoff, self.max_backoff, self.jitter, self._rng, asked))
+    n = self.retries + 1
+    if isinstance(last, openai.APITimeoutError):
+        raise LLMUnavailableError(f'The LLM server at {self.base_url} did not answer within {self.timeout:g} s, '
+                                  f'{n} attempts in a row: it is down or overloaded (pass a larger timeout= if its '
+                                  f'answers are only slow). {self.hint}') from last
+    if isinstance(last, openai.APIConnectionError):
+        raise LLMUnavailableError(f'Lost the LLM server at {self.base_url} after {n} attempts '
+                                  f'({type(last).__name__}). {self.hint}') from last
+    raise LLMCallError(f'{self.base_url} kept failing after {n} attempts (last: HTTP {last.status_code}): '
+                       f'{last.message}') from last
 
-    @property
-    def can_constrain(self) -> bool: return self.grammar_api != 'none'
+# %% ../nbs/10_llm.ipynb #e73246c7
+@patch(as_prop=True)
+def can_constrain(self: OpenAIBackend) -> bool: return self.grammar_api != 'none'
 
-    def _request_args(self, d: Decoding) -> dict:
-        "The client's keyword arguments for decoding `d`; raises `ConstraintUnsupportedError` before any request."
-        args = dict(model=self.model, max_tokens=d.max_tokens, temperature=d.temperature, seed=d.seed)
-        if d.top_p is not None: args['top_p'] = d.top_p
-        if d.stop: args['stop'] = list(d.stop)
-        extra = {} if d.top_k is None else {'top_k': d.top_k}  # not in OpenAI's API; vLLM and llama.cpp read it
-        if d.grammar is not None: extra.update(self._grammar_fields(d))
-        if extra: args['extra_body'] = extra
-        return args
+@patch
+def _request_args(self: OpenAIBackend, d: Decoding) -> dict:
+    "The client's keyword arguments for decoding `d`; raises `ConstraintUnsupportedError` before any request."
+    args = dict(model=self.model, max_tokens=d.max_tokens, temperature=d.temperature, seed=d.seed)
+    if d.top_p is not None: args['top_p'] = d.top_p
+    if d.stop: args['stop'] = list(d.stop)
+    extra = {} if d.top_k is None else {'top_k': d.top_k}  # not in OpenAI's API; vLLM and llama.cpp read it
+    if d.grammar is not None: extra.update(self._grammar_fields(d))
+    if extra: args['extra_body'] = extra
+    return args
 
-    def _grammar_fields(self, d: Decoding) -> dict:
-        "The request-body fields that carry `d.grammar` to this server (none when it is dropped)."
-        if self.grammar_api == 'llama.cpp': return {'grammar': d.grammar}
-        if self.grammar_api == 'vllm':  # vLLM >= 0.12 reads the first, < 0.10.2 the second; unknown fields are ignored
-            return {'structured_outputs': {'grammar': d.grammar}, 'guided_grammar': d.grammar}
-        if self.grammar_fallback == 'unconstrained': return {}
-        raise ConstraintUnsupportedError(
-            f"The server at {self.base_url} (model {self.model!r}, grammar_api='none') cannot decode under a grammar, "
-            f"and this request asked for one ({d.constraint_id}). Either serve the model where it can, a llama.cpp "
-            f"server (grammar_api='llama.cpp') or vLLM (grammar_api='vllm'), chosen with grammar_api= or "
-            f"{' or '.join(self.grammar_api_vars)}; or pass grammar_fallback='unconstrained' to send the request "
-            f"without the grammar (the answer then says constrained=False).")
+@patch
+def _grammar_fields(self: OpenAIBackend, d: Decoding) -> dict:
+    "The request-body fields that carry `d.grammar` to this server (none when it is dropped)."
+    if self.grammar_api == 'llama.cpp': return {'grammar': d.grammar}
+    if self.grammar_api == 'vllm':  # vLLM >= 0.12 reads the first, < 0.10.2 the second; unknown fields are ignored
+        return {'structured_outputs': {'grammar': d.grammar}, 'guided_grammar': d.grammar}
+    if self.grammar_fallback == 'unconstrained': return {}
+    raise ConstraintUnsupportedError(
+        f"The server at {self.base_url} (model {self.model!r}, grammar_api='none') cannot decode under a grammar, "
+        f"and this request asked for one ({d.constraint_id}). Either serve the model where it can, a llama.cpp "
+        f"server (grammar_api='llama.cpp') or vLLM (grammar_api='vllm'), chosen with grammar_api= or "
+        f"{' or '.join(self.grammar_api_vars)}; or pass grammar_fallback='unconstrained' to send the request "
+        f"without the grammar (the answer then says constrained=False).")
 
-    def _complete(self, prompt: str, decoding: Decoding) -> Completion:
-        args, t = self._request_args(decoding), time.perf_counter()
-        tokens = len(prompt) // 4 + decoding.max_tokens  # a guess for the rate limiter until the answer's usage
-        if self.mode == 'chat':
-            messages = [{'role': 'user', 'content': prompt}]
-            r = self._request(lambda: self.client.chat.completions.create(messages=messages, **args), tokens)
-            text = r.choices[0].message.content or ''
-        else:
-            r = self._request(lambda: self.client.completions.create(prompt=prompt, **args), tokens)
-            text = r.choices[0].text or ''
-        u = r.usage
-        return Completion(text, getattr(u, 'prompt_tokens', 0) or 0, getattr(u, 'completion_tokens', 0) or 0,
-                          time.perf_counter() - t, self.model, False, r.choices[0].finish_reason or '',
-                          constrained=decoding.grammar is not None and self.can_constrain,
-                          engine=f'server:{self.grammar_api}' if decoding.grammar is not None and self.can_constrain
-                          else '')
+# %% ../nbs/10_llm.ipynb #46f10edb
+@patch
+def _complete(self: OpenAIBackend, prompt: str, decoding: Decoding) -> Completion:
+    args, t = self._request_args(decoding), time.perf_counter()
+    tokens = len(prompt) // 4 + decoding.max_tokens  # a guess for the rate limiter until the answer's usage
+    if self.mode == 'chat':
+        messages = [{'role': 'user', 'content': prompt}]
+        r = self._request(lambda: self.client.chat.completions.create(messages=messages, **args), tokens)
+        text = r.choices[0].message.content or ''
+    else:
+        r = self._request(lambda: self.client.completions.create(prompt=prompt, **args), tokens)
+        text = r.choices[0].text or ''
+    u = r.usage
+    return Completion(text, getattr(u, 'prompt_tokens', 0) or 0, getattr(u, 'completion_tokens', 0) or 0,
+                      time.perf_counter() - t, self.model, False, r.choices[0].finish_reason or '',
+                      constrained=decoding.grammar is not None and self.can_constrain,
+                      engine=f'server:{self.grammar_api}' if decoding.grammar is not None and self.can_constrain
+                      else '')
 
 # %% ../nbs/10_llm.ipynb #7310425e
 _END = object()
@@ -716,7 +726,7 @@ def local_model_path(name: str,  # a key of LOCAL_MODELS
     if name not in LOCAL_MODELS: raise KeyError(f'No local model {name!r}; known: {", ".join(LOCAL_MODELS)}')
     return LOCAL_MODELS[name]()
 
-# %% ../nbs/10_llm.ipynb #f888b277
+# %% ../nbs/10_llm.ipynb #3f39963f
 GRAMMAR_ENGINES = ('auto', 'gbnf', 'llguidance')  # how LlamaCppBackend enforces a grammar
 LLGUIDANCE_PIP = 'llguidance==1.9.1'  # the version checked with llama-cpp-python 0.3.36
 # lexer work llguidance may do per token (its default, 200,000, stops with 'too many expressions constructed'
@@ -747,6 +757,7 @@ def llguidance_error_summary(message: str,  # an llguidance error (`LLMatcher.ge
     if text.startswith('NoExtension'): text += ' (the grammar allows no more text here, yet the text is not complete)'
     return text if len(text) <= width else text[:width] + '...'
 
+# %% ../nbs/10_llm.ipynb #4d9922c6
 class LLGuidanceMask:
     "A llama-cpp-python logits processor: feeds the generated tokens to an llguidance matcher, masks what it forbids."
     def __init__(self, matcher,  # a fresh `llguidance.LLMatcher` (one per call: it keeps the parse state)
@@ -825,7 +836,7 @@ def close_local_models() -> None:
 
 atexit.register(close_local_models)  # once, when the module is imported
 
-# %% ../nbs/10_llm.ipynb #27bbbb20
+# %% ../nbs/10_llm.ipynb #17903ddf
 class LlamaCppBackend(LLMBackend):
     "A GGUF model run in-process by llama.cpp; reuses the KV cache of the previous prompt's prefix, reproducibly."
     can_constrain = True  # llama.cpp's GBNF sampler or llguidance
@@ -867,19 +878,6 @@ class LlamaCppBackend(LLMBackend):
         "Whether `close` freed the model (the backend then answers nothing)."
         return self.llm is None
 
-    def close(self) -> None:
-        "Free the model now: the last call's sampler, the context and the weights. Closing twice does nothing."
-        if not self._lock.acquire(timeout=10): return  # a call in another thread still uses it: not under its feet
-        try:
-            llm, self.llm = self.llm, None
-            _OPEN_LOCAL_MODELS.discard(self)
-            if llm is None: return
-            self._states.clear(); self._grammars.clear(); self._matchers.clear()
-            sampler = getattr(llm, '_sampler', None)  # `Llama.close` leaves it to the garbage collector
-            if sampler is not None: sampler.close(); llm._sampler = None
-            llm.close()
-        finally: self._lock.release()
-
     @property
     def engine(self) -> str:
         "The grammar engine in use: 'gbnf' or 'llguidance' (assign 'auto', 'gbnf' or 'llguidance' to change it)."
@@ -891,157 +889,194 @@ class LlamaCppBackend(LLMBackend):
         if name == 'llguidance': import_or_explain('llguidance', LLGUIDANCE_PIP)
         self._engine = name
 
-    def tokenize(self, text: str) -> list[int]:
-        "The model's tokens for `text` as a prompt (with the start token, special tokens parsed)."
-        return self.llm.tokenize(text.encode('utf-8'), add_bos=True, special=True)
+# %% ../nbs/10_llm.ipynb #5e4555bd
+@patch
+def close(self: LlamaCppBackend) -> None:
+    "Free the model now: the last call's sampler, the context and the weights. Closing twice does nothing."
+    if not self._lock.acquire(timeout=10): return  # a call in another thread still uses it: not under its feet
+    try:
+        llm, self.llm = self.llm, None
+        _OPEN_LOCAL_MODELS.discard(self)
+        if llm is None: return
+        self._states.clear(); self._grammars.clear(); self._matchers.clear()
+        sampler = getattr(llm, '_sampler', None)  # `Llama.close` leaves it to the garbage collector
+        if sampler is not None: sampler.close(); llm._sampler = None
+        llm.close()
+    finally: self._lock.release()
 
-    def _keep_aligned_prefix(self, tokens: list[int]) -> int:
-        "Cut llama.cpp's cache to the reusable aligned prefix of `tokens`; the number of tokens kept."
-        keep = self._aligned(self.llm._input_ids.tolist(), tokens, self._prompt_len) if self.reuse_prefix else 0
-        if keep == 0: self.llm.reset()
-        else: self.llm.n_tokens = keep  # llama-cpp-python then matches exactly this prefix and evaluates the rest
-        return keep
+# %% ../nbs/10_llm.ipynb #63ae1832
+@patch
+def tokenize(self: LlamaCppBackend, text: str) -> list[int]:
+    "The model's tokens for `text` as a prompt (with the start token, special tokens parsed)."
+    return self.llm.tokenize(text.encode('utf-8'), add_bos=True, special=True)
 
-    def _aligned(self, a: list[int], b: list[int], limit: int) -> int:
-        "The common prefix of token lists `a` and `b`, at most `limit`, cut to a multiple of `n_batch`."
-        return min(self.llm.longest_token_prefix(a, b), limit, len(b) - 1) // self.n_batch * self.n_batch
+@patch
+def _keep_aligned_prefix(self: LlamaCppBackend, tokens: list[int]) -> int:
+    "Cut llama.cpp's cache to the reusable aligned prefix of `tokens`; the number of tokens kept."
+    keep = self._aligned(self.llm._input_ids.tolist(), tokens, self._prompt_len) if self.reuse_prefix else 0
+    if keep == 0: self.llm.reset()
+    else: self.llm.n_tokens = keep  # llama-cpp-python then matches exactly this prefix and evaluates the rest
+    return keep
 
-    def _restore_best_state(self, tokens: list[int]):
-        "Load the saved state sharing the longest aligned prefix with `tokens`, when it beats the context's own."
-        if not (self.reuse_prefix and self._states): return
-        now = self._aligned(self.llm._input_ids.tolist(), tokens, self._prompt_len)
-        gains = [self._aligned(t, tokens, len(t)) for t, _ in self._states]
-        best = max(range(len(gains)), key=gains.__getitem__)
-        if gains[best] <= now: return
-        saved_tokens, state = self._states.pop(best)
-        self._states.append((saved_tokens, state))
-        self.llm.load_state(state)
-        self._prompt_len = len(saved_tokens)
+@patch
+def _aligned(self: LlamaCppBackend, a: list[int], b: list[int], limit: int) -> int:
+    "The common prefix of token lists `a` and `b`, at most `limit`, cut to a multiple of `n_batch`."
+    return min(self.llm.longest_token_prefix(a, b), limit, len(b) - 1) // self.n_batch * self.n_batch
 
-    def _same_family(self, saved: list[int], tokens: list[int]) -> bool:
-        "Whether `tokens` repeats the prompt `saved` but for its end: a new question after the same few-shot prefix."
-        shared = self.llm.longest_token_prefix(saved, tokens)
-        return shared >= len(saved) // 2 and len(saved) - shared <= 8 * self.n_batch
+# %% ../nbs/10_llm.ipynb #518a5815
+@patch
+def _restore_best_state(self: LlamaCppBackend, tokens: list[int]):
+    "Load the saved state sharing the longest aligned prefix with `tokens`, when it beats the context's own."
+    if not (self.reuse_prefix and self._states): return
+    now = self._aligned(self.llm._input_ids.tolist(), tokens, self._prompt_len)
+    gains = [self._aligned(t, tokens, len(t)) for t, _ in self._states]
+    best = max(range(len(gains)), key=gains.__getitem__)
+    if gains[best] <= now: return
+    saved_tokens, state = self._states.pop(best)
+    self._states.append((saved_tokens, state))
+    self.llm.load_state(state)
+    self._prompt_len = len(saved_tokens)
 
-    def _save_state(self, tokens: list[int]):
-        ("Keep this prompt's state, replacing a saved one of the same family (at least half and all but 8 batches of "
-         "it shared).")
-        if not (self.reuse_prefix and self.prefix_states) or len(tokens) < 2 * self.n_batch: return
-        self._states = [(t, s) for t, s in self._states if not self._same_family(t, tokens)]
-        self._states.append((tokens, self.llm.save_state()))
-        del self._states[:-self.prefix_states]
+@patch
+def _same_family(self: LlamaCppBackend, saved: list[int], tokens: list[int]) -> bool:
+    "Whether `tokens` repeats the prompt `saved` but for its end: a new question after the same few-shot prefix."
+    shared = self.llm.longest_token_prefix(saved, tokens)
+    return shared >= len(saved) // 2 and len(saved) - shared <= 8 * self.n_batch
 
-    def gbnf_problem(self, text: str) -> str | None:
-        "None when llama.cpp can build a grammar sampler from GBNF `text` (root rule `root`), else its error message."
-        lc, logger = self._llama_cpp, logging.getLogger('llama-cpp-python')
-        level = logger.level
-        with captured_stderr() as log:
-            logger.setLevel(logging.DEBUG)  # 0.3.36 files llama.cpp's errors under DEBUG: shown only when verbose
-            try: sampler = lc.llama_sampler_init_grammar(self.llm._model.vocab, text.encode('utf-8'), b'root')
-            finally: logger.setLevel(level)
-        if sampler:
-            lc.llama_sampler_free(sampler)
-            return None
-        return gbnf_error_summary(log.getvalue()) or 'llama.cpp could not build a grammar sampler from it'
+@patch
+def _save_state(self: LlamaCppBackend, tokens: list[int]):
+    ("Keep this prompt's state, replacing a saved one of the same family (at least half and all but 8 batches of "
+     "it shared).")
+    if not (self.reuse_prefix and self.prefix_states) or len(tokens) < 2 * self.n_batch: return
+    self._states = [(t, s) for t, s in self._states if not self._same_family(t, tokens)]
+    self._states.append((tokens, self.llm.save_state()))
+    del self._states[:-self.prefix_states]
 
-    def _llguidance_tokenizer(self):
-        "llguidance's tokenizer for this model (built once: it reads every token's bytes), ending on any EOG token."
-        if self._llg_tokenizer is None:
-            from llguidance.llamacpp import lltokenizer_from_vocab
-            lc, vocab = self._llama_cpp, self.llm._model.vocab
-            self._stop_tokens = [t for t in range(lc.llama_vocab_n_tokens(vocab)) if lc.llama_vocab_is_eog(vocab, t)]
-            with warnings.catch_warnings():  # it calls a llama.cpp function deprecated in 0.3.36 once per token
-                warnings.simplefilter('ignore', DeprecationWarning)
-                self._llg_tokenizer = lltokenizer_from_vocab(vocab, eos_token=self._stop_tokens)
-        return self._llg_tokenizer
+# %% ../nbs/10_llm.ipynb #96839f59
+@patch
+def gbnf_problem(self: LlamaCppBackend, text: str) -> str | None:
+    "None when llama.cpp can build a grammar sampler from GBNF `text` (root rule `root`), else its error message."
+    lc, logger = self._llama_cpp, logging.getLogger('llama-cpp-python')
+    level = logger.level
+    with captured_stderr() as log:
+        logger.setLevel(logging.DEBUG)  # 0.3.36 files llama.cpp's errors under DEBUG: shown only when verbose
+        try: sampler = lc.llama_sampler_init_grammar(self.llm._model.vocab, text.encode('utf-8'), b'root')
+        finally: logger.setLevel(level)
+    if sampler:
+        lc.llama_sampler_free(sampler)
+        return None
+    return gbnf_error_summary(log.getvalue()) or 'llama.cpp could not build a grammar sampler from it'
 
-    def llguidance_matcher(self, text: str,  # GBNF text (root rule `root`)
-                          ):
-        "(compiled `LLMatcher`, None) for GBNF `text`, or (None, llguidance's message) when it rejects the grammar."
-        llg = import_or_explain('llguidance', LLGUIDANCE_PIP)
-        from llguidance.gbnf_to_lark import gbnf_to_lark
-        tokenizer = self._llguidance_tokenizer()
-        try: lark = llg.LLMatcher.grammar_from_lark(gbnf_to_lark(text))
-        except Exception as e: return None, 'GBNF: ' + llguidance_error_summary(str(e) or type(e).__name__)
-        m = llg.LLMatcher(tokenizer, lark, log_level=0,
-                          limits=llg.LLParserLimits(verbose_errors=False, step_lexer_fuel=LLGUIDANCE_STEP_LEXER_FUEL))
-        if m.is_error(): return None, llguidance_error_summary(m.get_error())
-        probe = LLGuidanceMask(m.deep_copy(), tokenizer.vocab_size, self._stop_tokens)
-        probe._allowed([])  # the first mask: some problems show only here (a grammar with no finite sentence)
-        return (None, probe.error) if probe.error else (m, None)
+# %% ../nbs/10_llm.ipynb #52b0bde9
+@patch
+def _llguidance_tokenizer(self: LlamaCppBackend):
+    "llguidance's tokenizer for this model (built once: it reads every token's bytes), ending on any EOG token."
+    if self._llg_tokenizer is None:
+        from llguidance.llamacpp import lltokenizer_from_vocab
+        lc, vocab = self._llama_cpp, self.llm._model.vocab
+        self._stop_tokens = [t for t in range(lc.llama_vocab_n_tokens(vocab)) if lc.llama_vocab_is_eog(vocab, t)]
+        with warnings.catch_warnings():  # it calls a llama.cpp function deprecated in 0.3.36 once per token
+            warnings.simplefilter('ignore', DeprecationWarning)
+            self._llg_tokenizer = lltokenizer_from_vocab(vocab, eos_token=self._stop_tokens)
+    return self._llg_tokenizer
 
-    def _grammar(self, d: Decoding):
-        "The engine's form of `d`'s grammar (None without one): a checked `LlamaGrammar` or a compiled `LLMatcher`."
-        if d.grammar is None: return None
-        cache = self._grammars if self.engine == 'gbnf' else self._matchers
-        g = cache.pop(d.grammar_sha256, None)
-        if g is None and self.engine == 'gbnf':
-            problem = self.gbnf_problem(d.grammar)
-            if problem: raise LLMCallError(f'{self.model}: llama.cpp rejects the grammar {d.constraint_id}: {problem}')
-            g = self._llama_cpp.LlamaGrammar.from_string(d.grammar, verbose=False)
-        elif g is None:
-            g, problem = self.llguidance_matcher(d.grammar)
-            if problem: raise LLMCallError(f'{self.model}: llguidance rejects the grammar {d.constraint_id}: {problem} '
-                                           f"(engine='gbnf' uses llama.cpp's own grammar sampler instead)")
-        cache[d.grammar_sha256] = g
-        while len(cache) > GRAMMAR_CACHE_SIZE: del cache[next(iter(cache))]
-        return g
+@patch
+def llguidance_matcher(self: LlamaCppBackend, text: str,  # GBNF text (root rule `root`)
+                      ):
+    "(compiled `LLMatcher`, None) for GBNF `text`, or (None, llguidance's message) when it rejects the grammar."
+    llg = import_or_explain('llguidance', LLGUIDANCE_PIP)
+    from llguidance.gbnf_to_lark import gbnf_to_lark
+    tokenizer = self._llguidance_tokenizer()
+    try: lark = llg.LLMatcher.grammar_from_lark(gbnf_to_lark(text))
+    except Exception as e: return None, 'GBNF: ' + llguidance_error_summary(str(e) or type(e).__name__)
+    m = llg.LLMatcher(tokenizer, lark, log_level=0,
+                      limits=llg.LLParserLimits(verbose_errors=False, step_lexer_fuel=LLGUIDANCE_STEP_LEXER_FUEL))
+    if m.is_error(): return None, llguidance_error_summary(m.get_error())
+    probe = LLGuidanceMask(m.deep_copy(), tokenizer.vocab_size, self._stop_tokens)
+    probe._allowed([])  # the first mask: some problems show only here (a grammar with no finite sentence)
+    return (None, probe.error) if probe.error else (m, None)
 
-    def _sampling_args(self, d: Decoding) -> dict:
-        return dict(max_tokens=d.max_tokens, temperature=d.temperature, top_k=d.top_k or 0,
-                    top_p=1.0 if d.top_p is None else d.top_p, min_p=0.0, repeat_penalty=1.0,
-                    stop=list(d.stop), seed=d.seed)
+# %% ../nbs/10_llm.ipynb #7cfefcf8
+@patch
+def _grammar(self: LlamaCppBackend, d: Decoding):
+    "The engine's form of `d`'s grammar (None without one): a checked `LlamaGrammar` or a compiled `LLMatcher`."
+    if d.grammar is None: return None
+    cache = self._grammars if self.engine == 'gbnf' else self._matchers
+    g = cache.pop(d.grammar_sha256, None)
+    if g is None and self.engine == 'gbnf':
+        problem = self.gbnf_problem(d.grammar)
+        if problem: raise LLMCallError(f'{self.model}: llama.cpp rejects the grammar {d.constraint_id}: {problem}')
+        g = self._llama_cpp.LlamaGrammar.from_string(d.grammar, verbose=False)
+    elif g is None:
+        g, problem = self.llguidance_matcher(d.grammar)
+        if problem: raise LLMCallError(f'{self.model}: llguidance rejects the grammar {d.constraint_id}: {problem} '
+                                       f"(engine='gbnf' uses llama.cpp's own grammar sampler instead)")
+    cache[d.grammar_sha256] = g
+    while len(cache) > GRAMMAR_CACHE_SIZE: del cache[next(iter(cache))]
+    return g
 
-    def _complete(self, prompt: str, decoding: Decoding) -> Completion:
-        args, mask = self._sampling_args(decoding), None
-        with self._lock:
-            if self.llm is None: raise LLMUnavailableError(f'{self.model}: this backend was closed; get a new one')
-            grammar = self._grammar(decoding)  # before the KV cache is touched: a bad grammar changes nothing
-            if grammar is not None and self.engine == 'gbnf': args['grammar'] = grammar
-            elif grammar is not None:  # a fresh matcher for this call, copied from the compiled one
-                mask = LLGuidanceMask(grammar.deep_copy(), self._llg_tokenizer.vocab_size, self._stop_tokens)
-                args['logits_processor'] = self._llama_cpp.LogitsProcessorList([mask])
-            if self.mode == 'chat': self.llm.reset(); self.last_reused_tokens = self._prompt_len = 0
-            else:
-                tokens = self.tokenize(prompt)
-                self._restore_best_state(tokens)
-                self.last_reused_tokens = self._keep_aligned_prefix(tokens)
-                self._prompt_len = 0  # stays 0 if the call fails half-way
-            t = time.perf_counter()
-            self._perf_reset()
-            try:
-                if self.mode == 'chat':
-                    r = self.llm.create_chat_completion([{'role': 'user', 'content': prompt}], **args)
-                else: r = self.llm.create_completion(prompt, **args)
-            except ValueError as e:  # llama-cpp-python reports a prompt longer than the context this way
-                raise LLMCallError(
-                    f'{self.model}: {e} (n_ctx={self.n_ctx}; pass a larger n_ctx or shorten the prompt)') from e
-            seconds = time.perf_counter() - t
-            prompt_seconds = self._perf_prompt_seconds()
-            if self.mode == 'completions':
-                self._prompt_len = len(tokens)
-                self._save_state(tokens)
-        choice, u = r['choices'][0], r['usage']
-        if mask is not None and mask.error:
-            raise LLMCallError(f'{self.model}: decoding under the grammar {decoding.constraint_id} failed in '
-                               f'llguidance after {u["completion_tokens"]} generated token(s): {mask.error}')
-        text = choice['message']['content'] if self.mode == 'chat' else choice['text']
-        return Completion(text or '', u['prompt_tokens'], u['completion_tokens'], seconds, self.model, False,
-                          choice.get('finish_reason') or '', prompt_seconds, constrained=grammar is not None,
-                          engine=self.engine if grammar is not None else '')
+@patch
+def _sampling_args(self: LlamaCppBackend, d: Decoding) -> dict:
+    return dict(max_tokens=d.max_tokens, temperature=d.temperature, top_k=d.top_k or 0,
+                top_p=1.0 if d.top_p is None else d.top_p, min_p=0.0, repeat_penalty=1.0,
+                stop=list(d.stop), seed=d.seed)
 
-    def _perf_reset(self):
-        "Zero llama.cpp's timers before a call, so that `_perf_prompt_seconds` reads this call's prompt time."
-        try: self._llama_cpp.llama_perf_context_reset(self.llm._ctx.ctx)
-        except Exception: pass  # an older or newer binding without the perf API: the split stays unknown
+# %% ../nbs/10_llm.ipynb #9f883386
+@patch
+def _complete(self: LlamaCppBackend, prompt: str, decoding: Decoding) -> Completion:
+    args, mask = self._sampling_args(decoding), None
+    with self._lock:
+        if self.llm is None: raise LLMUnavailableError(f'{self.model}: this backend was closed; get a new one')
+        grammar = self._grammar(decoding)  # before the KV cache is touched: a bad grammar changes nothing
+        if grammar is not None and self.engine == 'gbnf': args['grammar'] = grammar
+        elif grammar is not None:  # a fresh matcher for this call, copied from the compiled one
+            mask = LLGuidanceMask(grammar.deep_copy(), self._llg_tokenizer.vocab_size, self._stop_tokens)
+            args['logits_processor'] = self._llama_cpp.LogitsProcessorList([mask])
+        if self.mode == 'chat': self.llm.reset(); self.last_reused_tokens = self._prompt_len = 0
+        else:
+            tokens = self.tokenize(prompt)
+            self._restore_best_state(tokens)
+            self.last_reused_tokens = self._keep_aligned_prefix(tokens)
+            self._prompt_len = 0  # stays 0 if the call fails half-way
+        t = time.perf_counter()
+        self._perf_reset()
+        try:
+            if self.mode == 'chat':
+                r = self.llm.create_chat_completion([{'role': 'user', 'content': prompt}], **args)
+            else: r = self.llm.create_completion(prompt, **args)
+        except ValueError as e:  # llama-cpp-python reports a prompt longer than the context this way
+            raise LLMCallError(
+                f'{self.model}: {e} (n_ctx={self.n_ctx}; pass a larger n_ctx or shorten the prompt)') from e
+        seconds = time.perf_counter() - t
+        prompt_seconds = self._perf_prompt_seconds()
+        if self.mode == 'completions':
+            self._prompt_len = len(tokens)
+            self._save_state(tokens)
+    choice, u = r['choices'][0], r['usage']
+    if mask is not None and mask.error:
+        raise LLMCallError(f'{self.model}: decoding under the grammar {decoding.constraint_id} failed in '
+                           f'llguidance after {u["completion_tokens"]} generated token(s): {mask.error}')
+    text = choice['message']['content'] if self.mode == 'chat' else choice['text']
+    return Completion(text or '', u['prompt_tokens'], u['completion_tokens'], seconds, self.model, False,
+                      choice.get('finish_reason') or '', prompt_seconds, constrained=grammar is not None,
+                      engine=self.engine if grammar is not None else '')
 
-    def _perf_prompt_seconds(self) -> float | None:
-        try: return round(self._llama_cpp.llama_perf_context(self.llm._ctx.ctx).t_p_eval_ms / 1000, 4)
-        except Exception: return None
+# %% ../nbs/10_llm.ipynb #19da99ec
+@patch
+def _perf_reset(self: LlamaCppBackend):
+    "Zero llama.cpp's timers before a call, so that `_perf_prompt_seconds` reads this call's prompt time."
+    try: self._llama_cpp.llama_perf_context_reset(self.llm._ctx.ctx)
+    except Exception: pass  # an older or newer binding without the perf API: the split stays unknown
 
-    def complete_many(self, prompts, decoding=None, max_workers=None) -> list[Completion]:
-        "Sequential: one context answers one prompt at a time (and keeps the shared prefix warm)."
-        return [self.complete(p, decoding) for p in prompts]
+@patch
+def _perf_prompt_seconds(self: LlamaCppBackend) -> float | None:
+    try: return round(self._llama_cpp.llama_perf_context(self.llm._ctx.ctx).t_p_eval_ms / 1000, 4)
+    except Exception: return None
+
+@patch
+def complete_many(self: LlamaCppBackend, prompts, decoding=None, max_workers=None) -> list[Completion]:
+    "Sequential: one context answers one prompt at a time (and keeps the shared prefix warm)."
+    return [self.complete(p, decoding) for p in prompts]
 
 # %% ../nbs/10_llm.ipynb #caf91bee
 @dataclass(frozen=True)
