@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 import numpy as np
+from fastcore.basics import patch
 from .core import KGQAError
 from .kg import KG, ValueArrays, STRING, QUANTITY, DATE, YEAR, parse_time
 from .functions import check_program, Step, InvalidInputError, ProgramError
@@ -32,7 +33,7 @@ class Vals:
 class ExecutionError(KGQAError, RuntimeError):
     "A well-formed program that fails on this KG (e.g. SelectBetween with no comparable values)."
 
-# %% ../nbs/03_executor.ipynb #6071e3b0
+# %% ../nbs/03_executor.ipynb #5898b11f
 @dataclass(frozen=True)
 class TextTarget:
     "A comparison target read from a textual input, its string and unit kept as text."
@@ -58,6 +59,7 @@ class Target:
     year: int = 0
     day: int = -1
 
+# %% ../nbs/03_executor.ipynb #8dbc5814
 def split_quantity(text: str) -> tuple[float, str]:
     "A quantity input as (number, unit) the way the official `_parse_key_value` splits it ('1' without a unit)."
     parts = text.split() if ' ' in text else [text]
@@ -67,6 +69,7 @@ def verdict(n_true: int, n: int) -> str:
     "Verify's answer when `n_true` of `n` values satisfy the comparison: 'yes', 'no' or 'not sure'."
     return 'yes' if n_true and n_true == n else ('no' if n_true == 0 else 'not sure')
 
+# %% ../nbs/03_executor.ipynb #59b4e957
 def read_text_target(text: str,  # the function's textual input
                      typ: str,  # 'string', 'quantity', 'year' or 'date'
                     ) -> TextTarget:
@@ -85,6 +88,7 @@ def read_target(kg: KG, text: str, typ: str) -> Target:
     if t.vtype == QUANTITY: return Target(QUANTITY, num=t.num, unit=kg.units.get(t.unit, -2))
     return Target(t.vtype, year=t.year, day=t.day)
 
+# %% ../nbs/03_executor.ipynb #95abab75
 def _cmp(a: np.ndarray, b, op: str) -> np.ndarray:
     if op == '=': return a == b
     if op == '!=': return a != b
@@ -125,7 +129,7 @@ def ranges(ptr: np.ndarray,  # CSR pointer array
     offsets = np.cumsum(counts) - counts
     return np.arange(total) - np.repeat(offsets - starts, counts), pos
 
-# %% ../nbs/03_executor.ipynb #03d424d9
+# %% ../nbs/03_executor.ipynb #e50aca4d
 SMALL = 32  # entity sets up to this size read their own rows instead of scanning a key's rows
 
 class KoPLExecutor:
@@ -134,193 +138,242 @@ class KoPLExecutor:
         self.kg = kg
         self._every = Ents(np.arange(kg.n_items, dtype=np.int32), None, every=True)
 
-    # ---- running programs ----
-    def run(self, program: list[dict],  # KQA Pro format; dependencies optional
-            trace: bool = False,  # also return every step's output
-           ):
-        "The typed result of the last step (and, with `trace`, the list of all step outputs)."
-        steps = check_program(program)
-        memory = []
-        for i, s in enumerate(steps):
-            try: out = getattr(self, s.function)(*[memory[d] for d in s.dependencies], *s.inputs)
-            except (ProgramError, ExecutionError) as e:
-                if getattr(e, 'step', 0) is None: e.step, e.function = i, s.function
-                raise
-            except (ValueError, TypeError) as e:
-                raise InvalidInputError(str(e), i, s.function) from None
-            memory.append(out)
-        return (memory[-1], memory) if trace else memory[-1]
+# %% ../nbs/03_executor.ipynb #371bd6bb
+@patch
+def run(self: KoPLExecutor, program: list[dict],  # KQA Pro format; dependencies optional
+        trace: bool = False,  # also return every step's output
+       ):
+    "The typed result of the last step (and, with `trace`, the list of all step outputs)."
+    steps = check_program(program)
+    memory = []
+    for i, s in enumerate(steps):
+        try: out = getattr(self, s.function)(*[memory[d] for d in s.dependencies], *s.inputs)
+        except (ProgramError, ExecutionError) as e:
+            if getattr(e, 'step', 0) is None: e.step, e.function = i, s.function
+            raise
+        except (ValueError, TypeError) as e:
+            raise InvalidInputError(str(e), i, s.function) from None
+        memory.append(out)
+    return (memory[-1], memory) if trace else memory[-1]
 
-    def answer(self, program: list[dict]) -> str | list[str]:
-        "The answer in the official engine's `forward()` form: a list of strings, or one string."
-        return self.to_text(self.run(program))
+# %% ../nbs/03_executor.ipynb #49f5499f
+@patch
+def answer(self: KoPLExecutor, program: list[dict]) -> str | list[str]:
+    "The answer in the official engine's `forward()` form: a list of strings, or one string."
+    return self.to_text(self.run(program))
 
-    def to_text(self, out) -> str | list[str]:
-        "A step output as the official engine prints it (entity sets as their names)."
-        if isinstance(out, Ents): return [self.kg.names[i] for i in out.ids]
-        if isinstance(out, Vals): return self.kg.format_values(out.table, out.rows)
-        if isinstance(out, list): return [str(o) for o in out]
-        return str(out)
+@patch
+def to_text(self: KoPLExecutor, out) -> str | list[str]:
+    "A step output as the official engine prints it (entity sets as their names)."
+    if isinstance(out, Ents): return [self.kg.names[i] for i in out.ids]
+    if isinstance(out, Vals): return self.kg.format_values(out.table, out.rows)
+    if isinstance(out, list): return [str(o) for o in out]
+    return str(out)
 
-    # ---- helpers ----
-    def _names(self, name: str) -> np.ndarray: return np.asarray(self.kg.find(name), dtype=np.int32)
+# %% ../nbs/03_executor.ipynb #b0cd7353
+@patch
+def _names(self: KoPLExecutor, name: str) -> np.ndarray: return np.asarray(self.kg.find(name), dtype=np.int32)
 
-    def _key_rows_of(self, ids: np.ndarray, key: str) -> np.ndarray:
-        "Attribute rows with `key` of each id in order (duplicates kept), like iterating attribute_inv_index."
-        k = self.kg.keys.get(key)
-        if k < 0 or len(ids) == 0: return np.zeros(0, dtype=np.int64)
-        rows, _ = ranges(self.kg.attr_ptr, ids)
-        return rows[self.kg.attr_key[rows] == k]
+@patch
+def _key_rows_of(self: KoPLExecutor, ids: np.ndarray, key: str) -> np.ndarray:
+    "Attribute rows with `key` of each id in order (duplicates kept), like iterating attribute_inv_index."
+    k = self.kg.keys.get(key)
+    if k < 0 or len(ids) == 0: return np.zeros(0, dtype=np.int64)
+    rows, _ = ranges(self.kg.attr_ptr, ids)
+    return rows[self.kg.attr_key[rows] == k]
 
-    def _member_mask(self, ids: np.ndarray) -> np.ndarray:
-        m = np.zeros(self.kg.n_items, dtype=bool); m[ids] = True
-        return m
+@patch
+def _member_mask(self: KoPLExecutor, ids: np.ndarray) -> np.ndarray:
+    m = np.zeros(self.kg.n_items, dtype=bool); m[ids] = True
+    return m
 
-    def _attr_candidates(self, ents: Ents, key: str) -> np.ndarray:
-        "Attribute rows with `key` of the distinct entities of `ents`."
-        if ents.every: return self.kg.attr_rows(key)
-        if len(ents.ids) <= SMALL: return self._key_rows_of(np.unique(ents.ids), key)
-        rows = self.kg.attr_rows(key)
-        return rows[self._member_mask(ents.ids)[self.kg.attr_ent[rows]]]
+@patch
+def _attr_candidates(self: KoPLExecutor, ents: Ents, key: str) -> np.ndarray:
+    "Attribute rows with `key` of the distinct entities of `ents`."
+    if ents.every: return self.kg.attr_rows(key)
+    if len(ents.ids) <= SMALL: return self._key_rows_of(np.unique(ents.ids), key)
+    rows = self.kg.attr_rows(key)
+    return rows[self._member_mask(ents.ids)[self.kg.attr_ent[rows]]]
 
-    def _filter_attr(self, ents: Ents, key: str, value: str, op: str, typ: str) -> Ents:
-        t = read_target(self.kg, value, typ)
+# %% ../nbs/03_executor.ipynb #a6f3efcc
+@patch
+def _filter_attr(self: KoPLExecutor, ents: Ents, key: str, value: str, op: str, typ: str) -> Ents:
+    t = read_target(self.kg, value, typ)
+    rows = self._attr_candidates(ents, key)
+    rows = rows[compare(self.kg.attr_val, rows, t, op)]
+    return Ents(self.kg.attr_ent[rows], rows.astype(np.int64))
+
+@patch
+def _filter_qual(self: KoPLExecutor, ents: Ents, qkey: str, qvalue: str, op: str, typ: str) -> Ents:
+    t, kg = read_target(self.kg, qvalue, typ), self.kg
+    qrows, pos = ranges(kg.qual_ptr, ents.facts)
+    ok = (kg.qual_key[qrows] == kg.keys.get(qkey)) & compare(kg.qual_val, qrows, t, op)
+    keep = np.zeros(len(ents.ids), dtype=bool); keep[pos[ok]] = True
+    return Ents(ents.ids[keep], ents.facts[keep])
+
+# %% ../nbs/03_executor.ipynb #54c8f6e0
+@patch
+def _quantity_candidates(self: KoPLExecutor, ids: np.ndarray, key: str) -> tuple[np.ndarray, np.ndarray]:
+    "(rows, entity of each row) of quantity values of `key`, in the most common unit (first seen wins ties)."
+    rows, pos = ranges(self.kg.attr_ptr, ids)
+    sel = (self.kg.attr_key[rows] == self.kg.keys.get(key)) & (self.kg.attr_val.vtype[rows] == QUANTITY)
+    return self._in_common_unit(rows[sel], ids[pos[sel]], key)
+
+@patch
+def _in_common_unit(self: KoPLExecutor, rows: np.ndarray, ents: np.ndarray, key: str) -> tuple[np.ndarray, np.ndarray]:
+    if len(rows) == 0: raise ExecutionError(f'no entity has a quantity value for {key!r}')
+    units = self.kg.attr_val.unit[rows]
+    counts = np.bincount(units)
+    tied = np.flatnonzero(counts == counts.max())
+    unit = tied[0] if len(tied) == 1 else units[np.isin(units, tied)][0]  # first seen wins a tie
+    same = units == unit
+    return rows[same], ents[same]
+
+@patch
+def _key_type(self: KoPLExecutor, key: str) -> str:
+    t = self.kg.key_type.get(key)
+    if t is None:
+        raise ExecutionError(f'{key!r} is not an attribute or qualifier key of this KG, so its value type is '
+                             'unknown')
+    return t
+
+# %% ../nbs/03_executor.ipynb #9c8e4a44
+@patch
+def FindAll(self: KoPLExecutor) -> Ents: return self._every
+@patch
+def Find(self: KoPLExecutor, entity: str) -> Ents: return Ents(self._names(entity))
+@patch
+def QueryName(self: KoPLExecutor, ents: Ents) -> list[str]: return [self.kg.names[i] for i in ents.ids]
+@patch
+def Count(self: KoPLExecutor, ents: Ents) -> int: return len(ents.ids)
+
+@patch
+def FilterConcept(self: KoPLExecutor, ents: Ents, concept: str) -> Ents:
+    members = self.kg.concept_set(concept)
+    if ents.every: return Ents(members)
+    if len(ents.ids) <= SMALL:
+        ids = np.unique(ents.ids)
+        at = np.searchsorted(members, ids).clip(max=max(len(members) - 1, 0))
+        return Ents(ids[members[at] == ids] if len(members) else members)
+    return Ents(members[self._member_mask(ents.ids)[members]])
+
+# %% ../nbs/03_executor.ipynb #b6abc0a8
+@patch
+def FilterStr(self: KoPLExecutor, ents, key, value): return self._filter_attr(ents, key, value, '=', 'string')
+@patch
+def FilterNum(self: KoPLExecutor, ents, key, value, op): return self._filter_attr(ents, key, value, op, 'quantity')
+@patch
+def FilterYear(self: KoPLExecutor, ents, key, value, op): return self._filter_attr(ents, key, value, op, 'year')
+@patch
+def FilterDate(self: KoPLExecutor, ents, key, value, op): return self._filter_attr(ents, key, value, op, 'date')
+@patch
+def QFilterStr(self: KoPLExecutor, ents, qkey, qvalue): return self._filter_qual(ents, qkey, qvalue, '=', 'string')
+@patch
+def QFilterNum(self: KoPLExecutor, ents, qkey, qvalue, op): return self._filter_qual(ents, qkey, qvalue, op, 'quantity')
+@patch
+def QFilterYear(self: KoPLExecutor, ents, qkey, qvalue, op): return self._filter_qual(ents, qkey, qvalue, op, 'year')
+@patch
+def QFilterDate(self: KoPLExecutor, ents, qkey, qvalue, op): return self._filter_qual(ents, qkey, qvalue, op, 'date')
+
+# %% ../nbs/03_executor.ipynb #0f1cd683
+@patch
+def Relate(self: KoPLExecutor, ents: Ents, relation: str, direction: str) -> Ents:
+    kg, d = self.kg, (0 if direction == 'forward' else 1)
+    if ents.every or len(ents.ids) > SMALL:
+        rows = kg.rel_rows(relation, d)
+        if not ents.every: rows = rows[self._member_mask(ents.ids)[kg.rel_src[rows]]]
+    else:
+        rows, _ = ranges(kg.rel_ptr, np.unique(ents.ids))
+        rows = rows[(kg.rel_rel[rows] == kg.relations.get(relation)) & (kg.rel_dir[rows] == d)]
+    return Ents(kg.rel_obj[rows], kg.n_attr + rows.astype(np.int64))
+
+@patch
+def And(self: KoPLExecutor, a: Ents, b: Ents) -> Ents:
+    if a.every or b.every:
+        return Ents(np.unique(b.ids if a.every else a.ids)) if not (a.every and b.every) else self._every
+    return Ents(np.intersect1d(a.ids, b.ids))
+
+@patch
+def Or(self: KoPLExecutor, a: Ents, b: Ents) -> Ents:
+    return self._every if (a.every or b.every) else Ents(np.union1d(a.ids, b.ids))
+
+# %% ../nbs/03_executor.ipynb #c9061436
+@patch
+def QueryAttr(self: KoPLExecutor, ents: Ents, key: str) -> Vals:
+    return Vals(self.kg.attr_val, self._key_rows_of(ents.ids, key))
+
+@patch
+def QueryAttrUnderCondition(self: KoPLExecutor, ents: Ents, key: str, qkey: str, qvalue: str) -> Vals:
+    kg = self.kg
+    t = read_target(kg, qvalue, self._key_type(qkey))
+    rows = self._key_rows_of(ents.ids, key)
+    qrows, pos = ranges(kg.qual_ptr, rows)
+    ok = (kg.qual_key[qrows] == kg.keys.get(qkey)) & compare(kg.qual_val, qrows, t, '=')
+    keep = np.zeros(len(rows), dtype=bool); keep[pos[ok]] = True
+    return Vals(kg.attr_val, rows[keep])
+
+@patch
+def QueryAttrQualifier(self: KoPLExecutor, ents: Ents, key: str, value: str, qkey: str) -> Vals:
+    kg = self.kg
+    t = read_target(kg, value, self._key_type(key))
+    rows = self._key_rows_of(ents.ids, key)
+    rows = rows[compare(kg.attr_val, rows, t, '=')]
+    qrows, _ = ranges(kg.qual_ptr, rows)
+    return Vals(kg.qual_val, qrows[kg.qual_key[qrows] == kg.keys.get(qkey)])
+
+# %% ../nbs/03_executor.ipynb #15257272
+@patch
+def _forward_rows(self: KoPLExecutor, s: Ents, t: Ents) -> np.ndarray:
+    "Forward relation rows from each of `s` to each of `t`, repeated as the official double loop does."
+    kg = self.kg
+    rows, _ = ranges(kg.rel_ptr, s.ids)
+    rows = rows[kg.rel_dir[rows] == 0]
+    reps = np.bincount(t.ids, minlength=kg.n_items)[kg.rel_obj[rows]]
+    return np.repeat(rows, reps)
+
+@patch
+def QueryRelation(self: KoPLExecutor, s: Ents, t: Ents) -> list[str]:
+    return [self.kg.relations.items[r] for r in self.kg.rel_rel[self._forward_rows(s, t)]]
+
+@patch
+def QueryRelationQualifier(self: KoPLExecutor, s: Ents, t: Ents, relation: str, qkey: str) -> Vals:
+    kg = self.kg
+    rows = self._forward_rows(s, t)
+    rows = rows[kg.rel_rel[rows] == kg.relations.get(relation)]
+    qrows, _ = ranges(kg.qual_ptr, kg.n_attr + rows.astype(np.int64))
+    return Vals(kg.qual_val, qrows[kg.qual_key[qrows] == kg.keys.get(qkey)])
+
+# %% ../nbs/03_executor.ipynb #15c1bed6
+@patch
+def SelectBetween(self: KoPLExecutor, a: Ents, b: Ents, key: str, op: str) -> str:
+    rows, ents = self._quantity_candidates(np.concatenate([a.ids, b.ids]), key)
+    nums = self.kg.attr_val.num[rows]
+    i = int(np.argmin(nums)) if op == 'less' else len(nums) - 1 - int(np.argmax(nums[::-1]))
+    return self.kg.names[ents[i]]
+
+@patch
+def SelectAmong(self: KoPLExecutor, ents: Ents, key: str, op: str) -> list[str]:
+    if len(ents.ids) <= SMALL: rows, owners = self._quantity_candidates(np.unique(ents.ids), key)
+    else:
         rows = self._attr_candidates(ents, key)
-        rows = rows[compare(self.kg.attr_val, rows, t, op)]
-        return Ents(self.kg.attr_ent[rows], rows.astype(np.int64))
+        rows = rows[self.kg.attr_val.vtype[rows] == QUANTITY]
+        rows, owners = self._in_common_unit(rows, self.kg.attr_ent[rows], key)
+    nums = self.kg.attr_val.num[rows]
+    best = nums.min() if op == 'smallest' else nums.max()
+    return list(dict.fromkeys(self.kg.names[e] for e in owners[nums == best]))
 
-    def _filter_qual(self, ents: Ents, qkey: str, qvalue: str, op: str, typ: str) -> Ents:
-        t, kg = read_target(self.kg, qvalue, typ), self.kg
-        qrows, pos = ranges(kg.qual_ptr, ents.facts)
-        ok = (kg.qual_key[qrows] == kg.keys.get(qkey)) & compare(kg.qual_val, qrows, t, op)
-        keep = np.zeros(len(ents.ids), dtype=bool); keep[pos[ok]] = True
-        return Ents(ents.ids[keep], ents.facts[keep])
+# %% ../nbs/03_executor.ipynb #a58180a6
+@patch
+def _verify(self: KoPLExecutor, vals: Vals, value: str, op: str, typ: str) -> str:
+    ok = compare(vals.table, vals.rows, read_target(self.kg, value, typ), op)
+    n = int(ok.sum())
+    return verdict(n, len(ok))
 
-    def _quantity_candidates(self, ids: np.ndarray, key: str) -> tuple[np.ndarray, np.ndarray]:
-        "(rows, entity of each row) of quantity values of `key`, in the most common unit (first seen wins ties)."
-        rows, pos = ranges(self.kg.attr_ptr, ids)
-        sel = (self.kg.attr_key[rows] == self.kg.keys.get(key)) & (self.kg.attr_val.vtype[rows] == QUANTITY)
-        return self._in_common_unit(rows[sel], ids[pos[sel]], key)
-
-    def _in_common_unit(self, rows: np.ndarray, ents: np.ndarray, key: str) -> tuple[np.ndarray, np.ndarray]:
-        if len(rows) == 0: raise ExecutionError(f'no entity has a quantity value for {key!r}')
-        units = self.kg.attr_val.unit[rows]
-        counts = np.bincount(units)
-        tied = np.flatnonzero(counts == counts.max())
-        unit = tied[0] if len(tied) == 1 else units[np.isin(units, tied)][0]  # first seen wins a tie
-        same = units == unit
-        return rows[same], ents[same]
-
-    def _key_type(self, key: str) -> str:
-        t = self.kg.key_type.get(key)
-        if t is None:
-            raise ExecutionError(f'{key!r} is not an attribute or qualifier key of this KG, so its value type is '
-                                 'unknown')
-        return t
-
-    # ---- the 27 functions ----
-    def FindAll(self) -> Ents: return self._every
-    def Find(self, entity: str) -> Ents: return Ents(self._names(entity))
-
-    def FilterConcept(self, ents: Ents, concept: str) -> Ents:
-        members = self.kg.concept_set(concept)
-        if ents.every: return Ents(members)
-        if len(ents.ids) <= SMALL:
-            ids = np.unique(ents.ids)
-            at = np.searchsorted(members, ids).clip(max=max(len(members) - 1, 0))
-            return Ents(ids[members[at] == ids] if len(members) else members)
-        return Ents(members[self._member_mask(ents.ids)[members]])
-
-    def FilterStr(self, ents, key, value): return self._filter_attr(ents, key, value, '=', 'string')
-    def FilterNum(self, ents, key, value, op): return self._filter_attr(ents, key, value, op, 'quantity')
-    def FilterYear(self, ents, key, value, op): return self._filter_attr(ents, key, value, op, 'year')
-    def FilterDate(self, ents, key, value, op): return self._filter_attr(ents, key, value, op, 'date')
-    def QFilterStr(self, ents, qkey, qvalue): return self._filter_qual(ents, qkey, qvalue, '=', 'string')
-    def QFilterNum(self, ents, qkey, qvalue, op): return self._filter_qual(ents, qkey, qvalue, op, 'quantity')
-    def QFilterYear(self, ents, qkey, qvalue, op): return self._filter_qual(ents, qkey, qvalue, op, 'year')
-    def QFilterDate(self, ents, qkey, qvalue, op): return self._filter_qual(ents, qkey, qvalue, op, 'date')
-
-    def Relate(self, ents: Ents, relation: str, direction: str) -> Ents:
-        kg, d = self.kg, (0 if direction == 'forward' else 1)
-        if ents.every or len(ents.ids) > SMALL:
-            rows = kg.rel_rows(relation, d)
-            if not ents.every: rows = rows[self._member_mask(ents.ids)[kg.rel_src[rows]]]
-        else:
-            rows, _ = ranges(kg.rel_ptr, np.unique(ents.ids))
-            rows = rows[(kg.rel_rel[rows] == kg.relations.get(relation)) & (kg.rel_dir[rows] == d)]
-        return Ents(kg.rel_obj[rows], kg.n_attr + rows.astype(np.int64))
-
-    def And(self, a: Ents, b: Ents) -> Ents:
-        if a.every or b.every:
-            return Ents(np.unique(b.ids if a.every else a.ids)) if not (a.every and b.every) else self._every
-        return Ents(np.intersect1d(a.ids, b.ids))
-
-    def Or(self, a: Ents, b: Ents) -> Ents:
-        return self._every if (a.every or b.every) else Ents(np.union1d(a.ids, b.ids))
-
-    def QueryName(self, ents: Ents) -> list[str]: return [self.kg.names[i] for i in ents.ids]
-    def Count(self, ents: Ents) -> int: return len(ents.ids)
-
-    def QueryAttr(self, ents: Ents, key: str) -> Vals:
-        return Vals(self.kg.attr_val, self._key_rows_of(ents.ids, key))
-
-    def QueryAttrUnderCondition(self, ents: Ents, key: str, qkey: str, qvalue: str) -> Vals:
-        kg = self.kg
-        t = read_target(kg, qvalue, self._key_type(qkey))
-        rows = self._key_rows_of(ents.ids, key)
-        qrows, pos = ranges(kg.qual_ptr, rows)
-        ok = (kg.qual_key[qrows] == kg.keys.get(qkey)) & compare(kg.qual_val, qrows, t, '=')
-        keep = np.zeros(len(rows), dtype=bool); keep[pos[ok]] = True
-        return Vals(kg.attr_val, rows[keep])
-
-    def QueryAttrQualifier(self, ents: Ents, key: str, value: str, qkey: str) -> Vals:
-        kg = self.kg
-        t = read_target(kg, value, self._key_type(key))
-        rows = self._key_rows_of(ents.ids, key)
-        rows = rows[compare(kg.attr_val, rows, t, '=')]
-        qrows, _ = ranges(kg.qual_ptr, rows)
-        return Vals(kg.qual_val, qrows[kg.qual_key[qrows] == kg.keys.get(qkey)])
-
-    def _forward_rows(self, s: Ents, t: Ents) -> np.ndarray:
-        "Forward relation rows from each of `s` to each of `t`, repeated as the official double loop does."
-        kg = self.kg
-        rows, _ = ranges(kg.rel_ptr, s.ids)
-        rows = rows[kg.rel_dir[rows] == 0]
-        reps = np.bincount(t.ids, minlength=kg.n_items)[kg.rel_obj[rows]]
-        return np.repeat(rows, reps)
-
-    def QueryRelation(self, s: Ents, t: Ents) -> list[str]:
-        return [self.kg.relations.items[r] for r in self.kg.rel_rel[self._forward_rows(s, t)]]
-
-    def QueryRelationQualifier(self, s: Ents, t: Ents, relation: str, qkey: str) -> Vals:
-        kg = self.kg
-        rows = self._forward_rows(s, t)
-        rows = rows[kg.rel_rel[rows] == kg.relations.get(relation)]
-        qrows, _ = ranges(kg.qual_ptr, kg.n_attr + rows.astype(np.int64))
-        return Vals(kg.qual_val, qrows[kg.qual_key[qrows] == kg.keys.get(qkey)])
-
-    def SelectBetween(self, a: Ents, b: Ents, key: str, op: str) -> str:
-        rows, ents = self._quantity_candidates(np.concatenate([a.ids, b.ids]), key)
-        nums = self.kg.attr_val.num[rows]
-        i = int(np.argmin(nums)) if op == 'less' else len(nums) - 1 - int(np.argmax(nums[::-1]))
-        return self.kg.names[ents[i]]
-
-    def SelectAmong(self, ents: Ents, key: str, op: str) -> list[str]:
-        if len(ents.ids) <= SMALL: rows, owners = self._quantity_candidates(np.unique(ents.ids), key)
-        else:
-            rows = self._attr_candidates(ents, key)
-            rows = rows[self.kg.attr_val.vtype[rows] == QUANTITY]
-            rows, owners = self._in_common_unit(rows, self.kg.attr_ent[rows], key)
-        nums = self.kg.attr_val.num[rows]
-        best = nums.min() if op == 'smallest' else nums.max()
-        return list(dict.fromkeys(self.kg.names[e] for e in owners[nums == best]))
-
-    def _verify(self, vals: Vals, value: str, op: str, typ: str) -> str:
-        ok = compare(vals.table, vals.rows, read_target(self.kg, value, typ), op)
-        n = int(ok.sum())
-        return verdict(n, len(ok))
-
-    def VerifyStr(self, vals, value): return self._verify(vals, value, '=', 'string')
-    def VerifyNum(self, vals, value, op): return self._verify(vals, value, op, 'quantity')
-    def VerifyYear(self, vals, value, op): return self._verify(vals, value, op, 'year')
-    def VerifyDate(self, vals, value, op): return self._verify(vals, value, op, 'date')
+@patch
+def VerifyStr(self: KoPLExecutor, vals, value): return self._verify(vals, value, '=', 'string')
+@patch
+def VerifyNum(self: KoPLExecutor, vals, value, op): return self._verify(vals, value, op, 'quantity')
+@patch
+def VerifyYear(self: KoPLExecutor, vals, value, op): return self._verify(vals, value, op, 'year')
+@patch
+def VerifyDate(self: KoPLExecutor, vals, value, op): return self._verify(vals, value, op, 'date')
