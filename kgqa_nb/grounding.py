@@ -251,7 +251,7 @@ def sympy_units() -> dict:
             'gigabyte': 10**9 * u.byte, 'terabyte': 10**12 * u.byte, 'percent': u.percent,
             'knot': u.nautical_mile / u.hour}
 
-# %% ../nbs/17_grounding.ipynb #35a14724
+# %% ../nbs/17_grounding.ipynb #c145c653
 @dataclass(frozen=True)
 class Unit:
     "A resolved unit: its canonical name and, where sympy can convert it, its expression."
@@ -302,7 +302,7 @@ def resolve_unit(text: str,  # a unit as written: 'square kilometers', 'km²', '
         return Unit(_POWER_NAMES[power] + name, expr**power)
     return Unit(name, expr)
 
-# %% ../nbs/17_grounding.ipynb #a90ef827
+# %% ../nbs/17_grounding.ipynb #99044317
 @lru_cache(maxsize=4096)
 def unit_factor(src: Unit, dst: Unit) -> float | None:
     "The factor that converts amounts in `src` to `dst`, or None when the dimensions differ."
@@ -594,7 +594,7 @@ class _Ask:
     collection: str | None = None  # the index collection to retrieve candidates from (None: candidates given)
     default: str | None = None  # the choice when there is no LLM (None: the first candidate)
 
-# %% ../nbs/17_grounding.ipynb #38451918
+# %% ../nbs/17_grounding.ipynb #7c6a4e73
 class Grounder:
     "QUACK: ground a generated KoPL program's textual inputs (and function names) in one KG."
     def __init__(self, kg,  # a `kgqa_nb.kg.KG`
@@ -617,7 +617,7 @@ class Grounder:
         self.cache = DecisionCache(Path(cache_path) if cache_path
                                    else cache_dir('grounding')/'decisions.sqlite') if use_cache else None
 
-# %% ../nbs/17_grounding.ipynb #c269df8b
+# %% ../nbs/17_grounding.ipynb #7bbbd3e1
 @patch
 def _first_look(self: Grounder, kind: str, text: str, question: str, d: Decision) -> _Ask | None:
     "Settle a name or operator without retrieval or LLM when possible; else say what to ask."
@@ -641,7 +641,7 @@ def _first_look(self: Grounder, kind: str, text: str, question: str, d: Decision
         d.choice, d.how, d.note = guess, 'operator', 'missing operator read from the question'; return None
     return _Ask(d, d.kind, default=CLOSED_KINDS[kind][0])
 
-# %% ../nbs/17_grounding.ipynb #fdb424d5
+# %% ../nbs/17_grounding.ipynb #8294f7fe
 @patch
 def _retrieve(self: Grounder, asks: list[_Ask]):
     "Fill the candidates of each ask: one `search_many` call per collection."
@@ -659,7 +659,7 @@ def _cache_key(self: Grounder, a: _Ask, question: str) -> str:
     d = a.decision
     return DecisionCache.key(self.fingerprint, a.word, d.mention, question, d.candidates, self.model)
 
-# %% ../nbs/17_grounding.ipynb #991aba11
+# %% ../nbs/17_grounding.ipynb #7684699f
 @patch
 def _decide(self: Grounder, asks: list[_Ask], question: str):
     "Choose for every ask: from the cache, the LLM (one batched call), or the first candidate."
@@ -696,7 +696,7 @@ def _decide(self: Grounder, asks: list[_Ask], question: str):
                                        f'the LLM answered {c.text.strip()[:60]!r}, which is no candidate')
         if self.cache is not None: self.cache.put(self._cache_key(a, question), d)
 
-# %% ../nbs/17_grounding.ipynb #bda5c4aa
+# %% ../nbs/17_grounding.ipynb #09827630
 @patch
 def _value_key(self: Grounder, steps: list[dict], i: int, fn: KoPLFunction, p) -> tuple[str | None, bool]:
     "(key, is a qualifier key) that the value input `p` of step `i` belongs to."
@@ -734,7 +734,7 @@ def _value_decision(self: Grounder, steps: list[dict], i: int, fn: KoPLFunction,
     d.seconds = time.perf_counter() - t0
     return d
 
-# %% ../nbs/17_grounding.ipynb #a2e7be87
+# %% ../nbs/17_grounding.ipynb #e8bd294d
 @patch
 def ground(self: Grounder, program: list[dict],  # KQA Pro-format steps (checked, or a parser's sketch)
            question: str,  # the question: the context for every LLM choice
@@ -765,7 +765,7 @@ def ground(self: Grounder, program: list[dict],  # KQA Pro-format steps (checked
         if d.choice is not None: steps[i]['inputs'][pos] = d.choice
     return steps, sorted(decisions, key=lambda d: (d.step, d.position))
 
-# %% ../nbs/17_grounding.ipynb #758bd55c
+# %% ../nbs/17_grounding.ipynb #4723cdb7
 @patch
 def function_decision(self: Grounder, name: str,  # the function name as generated
                       inputs: list[str],  # the step's textual inputs
@@ -799,7 +799,7 @@ def function_decision(self: Grounder, name: str,  # the function name as generat
     if chosen != list(inputs): d.note = (d.note + '; ' if d.note else '') + 'comma-joined inputs split again'
     return d, chosen
 
-# %% ../nbs/17_grounding.ipynb #497e9db1
+# %% ../nbs/17_grounding.ipynb #724ac561
 @patch
 def repair_function(self: Grounder, name: str,  # the wrong function name
                     inputs: list[str],  # the step's textual inputs
@@ -814,7 +814,7 @@ def repair_function(self: Grounder, name: str,  # the wrong function name
     if deps is None: step, types = 1, [None]  # unknown: anything after one step of unknown type
     return self.function_decision(name, inputs, question, step, deps, types, [0] if deps is None else [])[0].choice
 
-# %% ../nbs/17_grounding.ipynb #881f4c60
+# %% ../nbs/17_grounding.ipynb #96ef8daa
 @patch
 def repair_unknown_functions(self: Grounder, program: list[dict],  # steps as read (e.g. `ParseResult.sketch`)
                              question: str,  # the question (LLM context)
@@ -853,7 +853,7 @@ def repair_unknown_functions(self: Grounder, program: list[dict],  # steps as re
         except ProgramError: pass
     return steps, decisions
 
-# %% ../nbs/17_grounding.ipynb #8ad6ef77
+# %% ../nbs/17_grounding.ipynb #8536eb8c
 @patch
 def repair_and_ground(self: Grounder, parsed: ParseResult | list,  # `parse.parse_generation`'s result, or steps
                       question: str,  # the question

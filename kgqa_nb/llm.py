@@ -382,7 +382,7 @@ def check_server(base_url: str,  # e.g. http://127.0.0.1:8000/v1
         reason = getattr(e, 'reason', e)
         raise LLMUnavailableError(f'No LLM server answers at {url} ({reason}). {hint}') from None
 
-# %% ../nbs/10_llm.ipynb #30e07231
+# %% ../nbs/10_llm.ipynb #f8435790
 RETRY_STATUS = (408, 409, 429)  # HTTP statuses retried besides every 5xx (the openai client's own choice)
 
 def retry_after_seconds(headers,  # a response's headers (case-insensitive mapping, e.g. httpx.Headers) or None
@@ -412,7 +412,7 @@ def backoff_delay(attempt: int,  # 0 before the first retry, 1 before the second
     if retry_after is not None: return min(max_backoff, retry_after * (1 + jitter * r))
     return min(max_backoff, backoff * 2 ** attempt) * (1 - jitter * r)
 
-# %% ../nbs/10_llm.ipynb #4af861b5
+# %% ../nbs/10_llm.ipynb #962451c8
 class RateLimiter:
     "At most so many requests and tokens in any `window` seconds (a sliding window), shared by all threads."
     def __init__(self, requests_per_minute: float | None = None,  # None: no limit
@@ -463,7 +463,7 @@ class RateLimiter:
         "Replace a request's estimated tokens by the real count."
         with self._lock: entry[1] = tokens
 
-# %% ../nbs/10_llm.ipynb #4d4fde5f
+# %% ../nbs/10_llm.ipynb #f9c82317
 class OpenAIBackend(LLMBackend):
     "A model behind an OpenAI-compatible HTTP server (vLLM, Ollama, llama.cpp server, OpenAI, ...)."
     def __init__(self, model: str | None = None,  # model id on the server (default: env KGQA_LLM_MODEL, else the first)
@@ -520,7 +520,7 @@ class OpenAIBackend(LLMBackend):
         self.client = openai.OpenAI(base_url=self.base_url, api_key=key or 'EMPTY', timeout=timeout, max_retries=0)
         self.model = model or os.environ.get(MODEL_VAR) or self._first_server_model()
 
-# %% ../nbs/10_llm.ipynb #64730474
+# %% ../nbs/10_llm.ipynb #cb9438e0
 @patch
 def _first_server_model(self: OpenAIBackend) -> str:
     models = self._request(lambda: self.client.models.list()).data
@@ -563,7 +563,7 @@ def _request(self: OpenAIBackend, send: Callable,  # makes one request
     raise LLMCallError(f'{self.base_url} kept failing after {n} attempts (last: HTTP {last.status_code}): '
                        f'{last.message}') from last
 
-# %% ../nbs/10_llm.ipynb #e73246c7
+# %% ../nbs/10_llm.ipynb #42a45a3a
 @patch(as_prop=True)
 def can_constrain(self: OpenAIBackend) -> bool: return self.grammar_api != 'none'
 
@@ -592,7 +592,7 @@ def _grammar_fields(self: OpenAIBackend, d: Decoding) -> dict:
         f"{' or '.join(self.grammar_api_vars)}; or pass grammar_fallback='unconstrained' to send the request "
         f"without the grammar (the answer then says constrained=False).")
 
-# %% ../nbs/10_llm.ipynb #46f10edb
+# %% ../nbs/10_llm.ipynb #7de1bbbc
 @patch
 def _complete(self: OpenAIBackend, prompt: str, decoding: Decoding) -> Completion:
     args, t = self._request_args(decoding), time.perf_counter()
@@ -726,7 +726,7 @@ def local_model_path(name: str,  # a key of LOCAL_MODELS
     if name not in LOCAL_MODELS: raise KeyError(f'No local model {name!r}; known: {", ".join(LOCAL_MODELS)}')
     return LOCAL_MODELS[name]()
 
-# %% ../nbs/10_llm.ipynb #3f39963f
+# %% ../nbs/10_llm.ipynb #61d6e26b
 GRAMMAR_ENGINES = ('auto', 'gbnf', 'llguidance')  # how LlamaCppBackend enforces a grammar
 LLGUIDANCE_PIP = 'llguidance==1.9.1'  # the version checked with llama-cpp-python 0.3.36
 # lexer work llguidance may do per token (its default, 200,000, stops with 'too many expressions constructed'
@@ -757,7 +757,7 @@ def llguidance_error_summary(message: str,  # an llguidance error (`LLMatcher.ge
     if text.startswith('NoExtension'): text += ' (the grammar allows no more text here, yet the text is not complete)'
     return text if len(text) <= width else text[:width] + '...'
 
-# %% ../nbs/10_llm.ipynb #4d9922c6
+# %% ../nbs/10_llm.ipynb #653e6fa3
 class LLGuidanceMask:
     "A llama-cpp-python logits processor: feeds the generated tokens to an llguidance matcher, masks what it forbids."
     def __init__(self, matcher,  # a fresh `llguidance.LLMatcher` (one per call: it keeps the parse state)
@@ -836,7 +836,7 @@ def close_local_models() -> None:
 
 atexit.register(close_local_models)  # once, when the module is imported
 
-# %% ../nbs/10_llm.ipynb #17903ddf
+# %% ../nbs/10_llm.ipynb #c19511d7
 class LlamaCppBackend(LLMBackend):
     "A GGUF model run in-process by llama.cpp; reuses the KV cache of the previous prompt's prefix, reproducibly."
     can_constrain = True  # llama.cpp's GBNF sampler or llguidance
@@ -889,7 +889,7 @@ class LlamaCppBackend(LLMBackend):
         if name == 'llguidance': import_or_explain('llguidance', LLGUIDANCE_PIP)
         self._engine = name
 
-# %% ../nbs/10_llm.ipynb #5e4555bd
+# %% ../nbs/10_llm.ipynb #3e0e1697
 @patch
 def close(self: LlamaCppBackend) -> None:
     "Free the model now: the last call's sampler, the context and the weights. Closing twice does nothing."
@@ -904,7 +904,7 @@ def close(self: LlamaCppBackend) -> None:
         llm.close()
     finally: self._lock.release()
 
-# %% ../nbs/10_llm.ipynb #63ae1832
+# %% ../nbs/10_llm.ipynb #0300e89c
 @patch
 def tokenize(self: LlamaCppBackend, text: str) -> list[int]:
     "The model's tokens for `text` as a prompt (with the start token, special tokens parsed)."
@@ -923,7 +923,7 @@ def _aligned(self: LlamaCppBackend, a: list[int], b: list[int], limit: int) -> i
     "The common prefix of token lists `a` and `b`, at most `limit`, cut to a multiple of `n_batch`."
     return min(self.llm.longest_token_prefix(a, b), limit, len(b) - 1) // self.n_batch * self.n_batch
 
-# %% ../nbs/10_llm.ipynb #518a5815
+# %% ../nbs/10_llm.ipynb #c1b0a6c0
 @patch
 def _restore_best_state(self: LlamaCppBackend, tokens: list[int]):
     "Load the saved state sharing the longest aligned prefix with `tokens`, when it beats the context's own."
@@ -952,7 +952,7 @@ def _save_state(self: LlamaCppBackend, tokens: list[int]):
     self._states.append((tokens, self.llm.save_state()))
     del self._states[:-self.prefix_states]
 
-# %% ../nbs/10_llm.ipynb #96839f59
+# %% ../nbs/10_llm.ipynb #67610e23
 @patch
 def gbnf_problem(self: LlamaCppBackend, text: str) -> str | None:
     "None when llama.cpp can build a grammar sampler from GBNF `text` (root rule `root`), else its error message."
@@ -967,7 +967,7 @@ def gbnf_problem(self: LlamaCppBackend, text: str) -> str | None:
         return None
     return gbnf_error_summary(log.getvalue()) or 'llama.cpp could not build a grammar sampler from it'
 
-# %% ../nbs/10_llm.ipynb #52b0bde9
+# %% ../nbs/10_llm.ipynb #af39ce68
 @patch
 def _llguidance_tokenizer(self: LlamaCppBackend):
     "llguidance's tokenizer for this model (built once: it reads every token's bytes), ending on any EOG token."
@@ -996,7 +996,7 @@ def llguidance_matcher(self: LlamaCppBackend, text: str,  # GBNF text (root rule
     probe._allowed([])  # the first mask: some problems show only here (a grammar with no finite sentence)
     return (None, probe.error) if probe.error else (m, None)
 
-# %% ../nbs/10_llm.ipynb #7cfefcf8
+# %% ../nbs/10_llm.ipynb #9a300e5b
 @patch
 def _grammar(self: LlamaCppBackend, d: Decoding):
     "The engine's form of `d`'s grammar (None without one): a checked `LlamaGrammar` or a compiled `LLMatcher`."
@@ -1021,7 +1021,7 @@ def _sampling_args(self: LlamaCppBackend, d: Decoding) -> dict:
                 top_p=1.0 if d.top_p is None else d.top_p, min_p=0.0, repeat_penalty=1.0,
                 stop=list(d.stop), seed=d.seed)
 
-# %% ../nbs/10_llm.ipynb #9f883386
+# %% ../nbs/10_llm.ipynb #235865fc
 @patch
 def _complete(self: LlamaCppBackend, prompt: str, decoding: Decoding) -> Completion:
     args, mask = self._sampling_args(decoding), None
@@ -1061,7 +1061,7 @@ def _complete(self: LlamaCppBackend, prompt: str, decoding: Decoding) -> Complet
                       choice.get('finish_reason') or '', prompt_seconds, constrained=grammar is not None,
                       engine=self.engine if grammar is not None else '')
 
-# %% ../nbs/10_llm.ipynb #19da99ec
+# %% ../nbs/10_llm.ipynb #4ac2ce44
 @patch
 def _perf_reset(self: LlamaCppBackend):
     "Zero llama.cpp's timers before a call, so that `_perf_prompt_seconds` reads this call's prompt time."
