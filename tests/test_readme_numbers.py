@@ -60,8 +60,12 @@ def grid(block: str, file: str, config: str, *figures: str) -> list[tuple]:
 GC, CX = 'Grammar-constrained generation', 'Complex MetaQA under the grammar'
 H_DEMO, H_CX, H_MQ, H_SYM, H_KBC, H_NS, H_SER, H_EX = (f'{HEAD}: {row}' for row in (  # the headline table's rows
     'CodeAlignKGQA (`no_facts_kg_guided`, the default)', 'CodeAlignKGQA (`no_facts_kg_guided`)',
-    'CodeAlignKGQA (`no_facts_kg`', 'SymKGQA', 'KB-Coder(1)-R', 'NS-KGQA', 'CodeAlignKGQA, syntax grammar',
+    'CodeAlignKGQA (`no_facts_kg`', 'SymKGQA', 'KB-Coder(1)-R', 'NS-KGQA (phrases', 'CodeAlignKGQA, syntax grammar',
     'KoPL executor'))
+H_MQI, H_NAT, H_PQ, H_WC, H_NSPQ = (f'{HEAD}: {row}' for row in (
+    'CodeAlignKGQA, demonstrations induced', 'CodeAlignKGQA on questions we wrote', 'CodeAlignKGQA on PathQuestion',
+    'CodeAlignKGQA on WorldCup2014', 'NS-KGQA on PathQuestion'))
+OWN = 'own_kg.json: kgs'
 FIGURES = [  # (README block, figure as printed, 'file under outputs/: key path'[, scale])
     (TWO, '13.8', f'{C}: headline.grid_best.seconds_per_question'),
     (TWO, '1122', fr'{LOG}: re:^make install: exit 0, (\d+) s'),
@@ -300,7 +304,18 @@ FIGURES = [  # (README block, figure as printed, 'file under outputs/: key path'
         ('97.3', 'hits_at_1'), ('93.3', 'ci95[0]'), ('99.0', 'ci95[1]'), ('150', 'n')]],
     *[(H_KBC, f, f'{KB}: runs.KB-Coder(1)-R.summary.metaqa-all.{k}') for f, k in [
         ('96.3', 'hits_at_1'), ('93.6', 'ci95[0]'), ('97.9', 'ci95[1]'), ('300', 'n')]],
-    *[(H_NS, f, f'{NS}: settings.realistic.hits1.{h}.value', 100) for f, h in [('96.1', 1), ('98.7', 2), ('97.2', 3)]],
+    *[(H_NS, f, f'{NS}: settings.induced.hits1.{h}.value', 100) for f, h in [('95.1', 1), ('98.9', 2), ('96.1', 3)]],
+    *[(H_MQI, f, f'constrained/metaqa_induced/metrics.json: {k}') for f, k in [
+        ('97.3', 'summary.all.hits_at_1'), ('94.8', 'summary.all.ci95[0]'), ('98.6', 'summary.all.ci95[1]'),
+        ('300', 'summary.all.n')]],
+    *[(H_NAT, f, f'generalization.json: headline.{k}') for f, k in [
+        ('35.4', 'old_accuracy'), ('26.6', 'old_ci95[0]'), ('45.2', 'old_ci95[1]'), ('99', 'n')]],
+    *[(H_PQ, f, f'{OWN}.pathquestion.hits1.codealign.{k}') for f, k in [
+        ('92.0', '2-hop.value'), ('52.0', '3-hop.value'), ('25', '2-hop.n'), ('25', '3-hop.n')]],
+    *[(H_WC, f, f'{OWN}.worldcup2014.hits1.codealign.{k}') for f, k in [
+        ('100.0', '2-hop.value'), ('56.0', 'conjunctive.value'), ('25', '2-hop.n'), ('25', 'conjunctive.n')]],
+    *[(H_NSPQ, f, f'{OWN}.pathquestion.hits1.nskgqa.{k}') for f, k in [
+        ('82.3', '2-hop.value'), ('61.3', '3-hop.value'), ('300', '2-hop.n'), ('300', '3-hop.n')]],
     (H_NS, '1,000', f'{NS}: protocol.n_per_hop'),
     (H_SER, '0.0', f'{C}: headline.kqapro_test_ser.ser'), (H_SER, '200', f'{C}: headline.kqapro_test_ser.n'),
     (H_SER, '63.0', f'{C}: headline.kqapro_test_ser.unconstrained_same_questions.ser'),
