@@ -362,6 +362,9 @@ REPORT_SECTIONS = [
     ('own_kg.json', 'Your own KG: every system on PathQuestion and WorldCup2014 (run_kg)', read_own_kg,
      ['own_kg/pathquestion/hits1.png', 'own_kg/worldcup2014/hits1.png']),
     ('own_kg.json', 'Your own KG: programs induced from answers for the pool (run_kg)', read_own_kg_induction, []),
+    *[(f'own_kg/fresh_cache/{kg}/summary.json', f'Your own KG: from the raw {kg} folder to a first answer, empty caches '
+       '(run_kg, one question per split; the column "s to first answer")', lambda d: read_own_kg({'kgs': {
+           d.get('folder', '?'): d}}), []) for kg in ('pathquestion', 'worldcup2014')],
     ('induction.md', 'Programs induced from answers: MetaQA and the demo benchmark against gold programs (induction)',
      None, []),
     ('generalization/natural_dev_summary.md',
