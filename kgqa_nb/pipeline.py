@@ -169,7 +169,7 @@ class Stages:
     def check(self, cfg: PipelineConfig):
         "Fail before the first question when `cfg` needs a stage that is missing."
         need = [('facts', cfg.uses_facts, self.facts),
-                ('demo_index', cfg.demos == 'dynamic' or cfg.correction > 0, self.demo_index),
+                ('demo_index', (cfg.demos == 'dynamic' and cfg.n_demos > 0) or cfg.correction > 0, self.demo_index),
                 ('grounder', cfg.grounding, self.grounder),
                 ('schema', cfg.schema > 0, self.schema),
                 ('demos', cfg.demos == 'manual', self.demos)]
@@ -291,7 +291,8 @@ def answer_question(q: Question,  # the question
     schema = schema_block(retrieved) if retrieved else ''
     if retrieved: rec['schema'] = {kind: retrieved.names(kind) for kind in retrieved.matches}
     t = _clock(timings, 'schema', t)
-    if cfg.demos == 'dynamic':
+    if cfg.demos == 'dynamic' and cfg.n_demos < 1: demos = []  # zero-shot: no demonstrations at all
+    elif cfg.demos == 'dynamic':
         demos = st.demo_index.by_question(q.question, cfg.n_demos, entities=linked.entities, concepts=linked.concepts,
                                           exclude=[q.id, q.question], best_last=True,
                                           distinct_skeletons=cfg.distinct_skeletons)
@@ -555,6 +556,10 @@ NAMED_CONFIGS = {
     'schema_restricted_guided': lambda linking='realistic': PipelineConfig(
         linking=linking, demos='dynamic', n_demos=2, facts=False, constrain='kg', sampling_retries=2, max_tokens=400,
         schema=10, schema_grammar=True),
+    # zero-shot, for a KG with no demonstration pool: the KG names retrieved for the question, no demonstrations
+    'zero_shot_schema': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=0,
+                                                                   facts=False, correction=0, constrain='kg',
+                                                                   sampling_retries=2, max_tokens=400, schema=10),
 }
 
 def interleave(questions: Sequence[Question]) -> list[Question]:

@@ -28,3 +28,17 @@ def test_run_kg_on_the_shipped_tsv_fixture(tmp_path):
     assert set(s['seconds_to_first_answer']) == set(s['hits1'])
     assert s['hits1']['nskgqa']['2-hop/qa_dev']['value'] > 0  # no LLM: NS-KGQA answers some for real
     assert (tmp_path / 'own_kg' / 'family' / 'hits1.png').stat().st_size > 1000
+
+
+def test_run_kg_zero_shot_without_a_pool(tmp_path):
+    "pool none: nothing induced, NS-KGQA with relation names, CodeAlignKGQA with no demonstrations, SymKGQA skipped."
+    papermill = pytest.importorskip('papermill')
+    params = {'kg_dir': str(ROOT / 'kgqa_nb' / 'data' / 'own_kg' / 'family_tsv'), 'name': 'family-zero',
+              'systems': 'nskgqa,codealign,symkgqa', 'pool': 'none', 'model': 'fake', 'n_llm': 2,
+              'out_dir': str(tmp_path / 'own_kg'), 'summary_file': str(tmp_path / 'own_kg.json')}
+    papermill.execute_notebook(str(NBS / 'run_kg.ipynb'), str(tmp_path / 'run.ipynb'), parameters=params,
+                               cwd=str(NBS), kernel_name='python3', progress_bar=False)
+    s = json.loads((tmp_path / 'own_kg.json').read_text())['kgs']['family-zero']
+    assert set(s['hits1']) == {'nskgqa', 'codealign'} and s['induction'][0]['coverage'] is None
+    first = json.loads((tmp_path / 'own_kg' / 'family-zero' / 'codealign_2-hop_qa_dev.jsonl').read_text().splitlines()[0])
+    assert first['attempts'][0]['demos'] == [] and 'schema' in first
