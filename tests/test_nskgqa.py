@@ -135,7 +135,8 @@ def test_run_notebook_smoke_and_resume(tmp_path):
     r = json.loads((tmp_path / 'metaqa_nskgqa.json').read_text())
     kge = (NBS.parent / '.cache' / 'complex_metaqa' / 'last.pt').exists()
     expected = {'realistic', 'realistic-names', 'oracle', 'incomplete-kg'} | ({'realistic-kge', 'oracle-kge', 'incomplete-hybrid'} if kge else set())
-    expected |= {'names-only', 'mined', 'metaqa-handwritten'}  # the relation phrase sources (`phrases`)
+    expected |= {'names-only', 'mined', 'induced', 'metaqa-handwritten'}  # the relation phrase sources (`phrases`)
+    expected |= {'kg50-induced'}  # KG-50 with the induced phrases
     assert set(r['settings']) == expected
     for name, s in r['settings'].items():
         for hop in ('1', '2', '3'):
