@@ -21,9 +21,9 @@ from .prompts import Demo, DemoPool
 
 # %% auto #0
 __all__ = ['COVERAGE_EXCLUDED', 'VALUE_MASK', 'INDEX_VERSION', 'COLLECTIONS', 'DemoError', 'postorder', 'program_skeleton',
-           'relation_path', 'record_id', 'demo_from_record', 'round_robin_sample', 'coverage_pool', 'pool_counts',
-           'split_pool_and_eval', 'masked_question', 'content_words', 'find_requirements', 'entity_profile',
-           'feasibility', 'pool_fingerprint', 'ScoredDemo', 'DemoIndex', 'retrieval_report']
+           'relation_path', 'path_text', 'record_id', 'demo_from_record', 'round_robin_sample', 'coverage_pool',
+           'pool_counts', 'split_pool_and_eval', 'masked_question', 'content_words', 'find_requirements',
+           'entity_profile', 'feasibility', 'pool_fingerprint', 'ScoredDemo', 'DemoIndex', 'retrieval_report']
 
 # %% ../nbs/16_demos.ipynb #f81f0546
 class DemoError(KGQAError, ValueError):
@@ -85,6 +85,10 @@ def relation_path(program: list[dict]) -> tuple:
     "The (relation, direction) of each `Relate` step, in post-order: a MetaQA program's relation path."
     return tuple(tuple(program[i]['inputs'][:2]) for i in postorder(program)
                  if _function_name(program[i], True) == 'Relate' and len(program[i].get('inputs', [])) >= 2)
+
+def path_text(program: list[dict]) -> str:
+    "A program's relation path as text: 'r1>r2', a backward hop written '<r' (a question type for induced programs)."
+    return '>'.join(r if d == 'forward' else f'<{r}' for r, d in relation_path(program))
 
 # %% ../nbs/16_demos.ipynb #57ab22c6
 def _field(rec, name: str, default=None):

@@ -115,7 +115,7 @@ def metaqa_induced_pool(pool: dict,  # from `metaqa_demo_pool` (its gold program
                        ) -> dict:
     "Pool questions with induced programs in place of gold ones, grouped by the induced path's hop count."
     from dataclasses import replace
-    from kgqa_nb.demos import relation_path
+    from kgqa_nb.demos import path_text, relation_path
     from kgqa_nb.induce import induce_pool, metaqa_records
     flat = [q for h in sorted(pool) for q in pool[h]]
     sample = random.Random(seed).sample(flat, min(n, len(flat)))
@@ -125,7 +125,6 @@ def metaqa_induced_pool(pool: dict,  # from `metaqa_demo_pool` (its gold program
     for q, rec in zip(sample, records):
         r = induced[rec['id']]
         if r['induced']['status'] != 'exact' or not r.get('program'): continue
-        hops = relation_path(r['program'])
-        qtype = '>'.join(rel if d == 'forward' else f'<{rel}' for rel, d in hops)
-        out.setdefault(len(hops), []).append(replace(q, program=r['program'], qtype=qtype))
+        out.setdefault(len(relation_path(r['program'])), []).append(replace(q, program=r['program'],
+                                                                           qtype=path_text(r['program'])))
     return dict(sorted(out.items()))
