@@ -29,7 +29,7 @@ import argparse, json, os, statistics, sys, time
 from pathlib import Path
 
 # before llama.cpp is loaded: OpenMP reads it once, and spinning worker threads slow a shared 2-core machine
-# down several times over (kgqa_nb.llm sets it too, but only when it is the first to load llama.cpp)
+# down several times over (kgqa_nb.llm.backends sets it too, but only when it is the first to load llama.cpp)
 os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
 
 ENGINES = ('none', 'gbnf', 'llguidance', 'xgrammar')
@@ -87,7 +87,7 @@ def make_names(folder: Path, n: int):
     (folder/'names_prompt.txt').write_text('# Entities of a knowledge base, one Find call per line\n' + demo)
     # for the grammar notebook's CodeAlignKGQA grammars: 3 manual demonstrations and a question, ending where they begin
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from kgqa_nb.prompts import CODEALIGN_ANSWER_START, DemoPool, codealign_demo, codealign_question_block
+    from kgqa_nb.programs.prompts import CODEALIGN_ANSWER_START, DemoPool, codealign_demo, codealign_question_block
     demos = '\n\n'.join(codealign_demo(d, k) for k, d in enumerate(list(DemoPool.manual_kqapro().demos)[:3], 1))
     question = codealign_question_block(data[0]['question'], ['Tron: Legacy', 'Pirates of the Caribbean: The Curse of '
                                         'the Black Pearl'], ['film'])
@@ -198,7 +198,7 @@ def run(llm, prompt: str, max_tokens: int, **kw) -> dict:
 
 def bench(grammar_file: Path, prompt_file: Path, model: str, max_tokens: int, repeats: int, engines: list[str]):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from kgqa_nb.llm import Decoding, get_backend
+    from kgqa_nb.llm.backends import Decoding, get_backend
     text, prompt = grammar_file.read_text(), prompt_file.read_text()
     print(f'grammar {grammar_file.name}: {len(text):,} chars, {text.count("::=")} rules; prompt {prompt_file.name}; '
           f'model {model}; load average (1/5/15 min) at start {load()}', flush=True)
@@ -268,10 +268,10 @@ CODEALIGN_QUESTIONS = [  # (question, entities, concepts): KQA Pro-style, answer
 def bench_codealign(model: str, n_questions: int, n_demos: int, max_tokens: int, repeats: int, n_ctx: int):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import llama_cpp
-    from kgqa_nb.grammar import program_grammar
-    from kgqa_nb.llm import Decoding, get_backend, resolve_engine
-    from kgqa_nb.parse import parse_generation
-    from kgqa_nb.prompts import DemoPool, codealign_prompt
+    from kgqa_nb.programs.grammar import program_grammar
+    from kgqa_nb.llm.backends import Decoding, get_backend, resolve_engine
+    from kgqa_nb.programs.parse import parse_generation
+    from kgqa_nb.programs.prompts import DemoPool, codealign_prompt
     engines = ['none', 'gbnf'] + (['llguidance'] if resolve_engine('auto') == 'llguidance' else [])
     print(f'load average (1/5/15 min) at start {load()}; model {model}, n_ctx {n_ctx}; engines {engines}', flush=True)
     grammar = program_grammar('codealign', 'syntax').gbnf()
@@ -333,7 +333,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('grammar', nargs='?', type=Path, help='GBNF file (root rule `root`)')
     ap.add_argument('prompt', nargs='?', type=Path, help='prompt text file')
-    ap.add_argument('--model', default='qwen2.5-coder-1.5b', help='a local preset of kgqa_nb.llm, or a .gguf path')
+    ap.add_argument('--model', default='qwen2.5-coder-1.5b', help='a local preset of kgqa_nb.llm.backends, or a .gguf path')
     ap.add_argument('--max-tokens', type=int, default=48)
     ap.add_argument('--repeats', type=int, default=3)
     ap.add_argument('--engines', default='none,gbnf,llguidance,xgrammar')

@@ -86,6 +86,21 @@ def page_names(nbs: list[Path]) -> dict[str, str]:
             for k, v in names.items()}
 
 
+def package_of(nb: Path) -> str:
+    "A component notebook's subpackage, from its dotted name (`11_kopl.executor` -> `kopl`); '' for a top module."
+    stem = re.sub(r'^\d+_', '', nb.stem)
+    return stem.split('.')[0] if '.' in stem else ''
+
+
+def by_package(components: list) -> list:
+    "The Components section of the navigation: top modules first, then one sub-section per subpackage, in order."
+    out, sections = [], {}
+    for pkg, entry in components:
+        if not pkg: out.append(entry)
+        else: sections.setdefault(pkg, []).append(entry)
+    return out + [{f'kgqa_nb.{pkg}': entries} for pkg, entries in sections.items()]
+
+
 def have_data() -> bool:
     from kgqa_nb.core import data_dir
     try: return all(data_dir(f).exists() for f in DATA_FILES)
@@ -305,7 +320,7 @@ def render(site: Path, proc: Path, cfg, doc_prefix: str, nbs: list[Path], t0: fl
         (docs/page).write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding='utf-8')
         if p.name == README_NB: home = str(page)
         elif p.name in (GUIDE_NB, NOTES_NB): docs_pages[p.name] = {title: str(page)}
-        elif is_component(p): components.append({title: str(page)})
+        elif is_component(p): components.append((package_of(p), {title: str(page)}))
         else: experiments.append({title: str(page)})
 
     results = ROOT/'outputs'/'README.md'
@@ -320,7 +335,7 @@ def render(site: Path, proc: Path, cfg, doc_prefix: str, nbs: list[Path], t0: fl
                 (docs/'outputs'/ref).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(f, docs/'outputs'/ref)
         nav.append({'Results': 'outputs/index.md'})
-    nav += ([docs_pages[NOTES_NB]] if NOTES_NB in docs_pages else []) + [{'Components': components},
+    nav += ([docs_pages[NOTES_NB]] if NOTES_NB in docs_pages else []) + [{'Components': by_package(components)},
                                                                         {'Experiments': experiments}]
     yml = proc/'mkdocs.yml'
     yml.write_text(mkdocs_yml(cfg, nav, docs, site.resolve(), proc/'mkdocs-jupyter-cache'), encoding='utf-8')

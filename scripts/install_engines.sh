@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Install the local SPARQL engine that kgqa_nb.endpoints starts for tests and benchmarks, idempotent and quiet.
+# Install the local SPARQL engine that kgqa_nb.kg.endpoints starts for tests and benchmarks, idempotent and quiet.
 #   scripts/install_engines.sh
 # - Virtuoso Open Source from Debian (`virtuoso-opensource`, 7.2.5 on bookworm): the server binary
 #   /usr/bin/virtuoso-t and the SQL client /usr/bin/isql-vt (package virtuoso-opensource-7-bin).
 #   Installed with apt-get (noninteractive; via sudo when not root) only when `virtuoso-t` is missing.
-#   The package's own service (on ports 1111/8890) is left stopped: kgqa_nb.endpoints.VirtuosoServer runs its
+#   The package's own service (on ports 1111/8890) is left stopped: kgqa_nb.kg.endpoints.VirtuosoServer runs its
 #   own instance, with its own database and ports, in a temporary directory.
 # - The Oxigraph server is the PyPI package `oxigraph` (in settings.ini's requirements), installed by pip.
 # It prints one line: what it did, or why it could not (no apt-get, no root and no sudo, apt failed).

@@ -7,7 +7,7 @@ papermill = pytest.importorskip('papermill')
 pytest.importorskip('pyoxigraph')
 
 from conftest import IN_CI
-from kgqa_nb.endpoints import EngineUnavailable, find_binary
+from kgqa_nb.kg.endpoints import EngineUnavailable, find_binary
 
 NBS = Path(__file__).resolve().parents[1] / 'nbs'
 ENGINES = ('memory', 'oxigraph-embedded', 'oxigraph-server', 'virtuoso')

@@ -1,4 +1,4 @@
-"""Proofs for the question generator (kgqa_nb.benchgen): every generated program of the demo benchmark,
+"""Proofs for the question generator (kgqa_nb.datasets.benchgen): every generated program of the demo benchmark,
 of the adversarial fixture KB and of a Complex MetaQA sample runs, in our executor and in the official
 `kopl` engine, to the stored answer; the gold programs score 100%; the program-free baseline scores low;
 the files are KQA Pro's format. The benchmark statistics notebook is smoke-tested with small parameters."""
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from kgqa_nb import benchgen as bg
+from kgqa_nb.datasets import benchgen as bg
 from kgqa_nb.core import data_dir, package_data
-from kgqa_nb.executor import KoPLExecutor
-from kgqa_nb.functions import FUNCTIONS, check_program
-from kgqa_nb.kg import from_kopl_dict, load_kb, to_old_schema
-from kgqa_nb.reference import KoPLReference
+from kgqa_nb.kopl.executor import KoPLExecutor
+from kgqa_nb.kopl.functions import FUNCTIONS, check_program
+from kgqa_nb.kg.store import from_kopl_dict, load_kb, to_old_schema
+from kgqa_nb.kopl.reference import KoPLReference
 
 DEMO_N = 200  # questions per category of the demo benchmark under test
 METAQA_N = 60  # questions per category of the Complex MetaQA build under test

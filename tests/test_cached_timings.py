@@ -1,4 +1,4 @@
-"""A rerun from the response cache reports the original run's latency (kgqa_nb.llm, kgqa_nb.pipeline), and a
+"""A rerun from the response cache reports the original run's latency (kgqa_nb.llm.backends, kgqa_nb.systems.pipeline), and a
 local llama.cpp model is closed before interpreter teardown (no destructor traceback at exit)."""
 import json, sqlite3, subprocess, sys, threading
 from dataclasses import replace
@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from kgqa_nb.core import data_dir
-from kgqa_nb.llm import (CachedBackend, Decoding, FakeBackend, LLMBackend, LLMUnavailableError, LlamaCppBackend,
+from kgqa_nb.llm.backends import (CachedBackend, Decoding, FakeBackend, LLMBackend, LLMUnavailableError, LlamaCppBackend,
                          ResponseCache, close_local_models, usage_summary)
-import kgqa_nb.llm as llm
+import kgqa_nb.llm.backends as llm
 
 GOOD = ("expression_1 = FIND('Tom Hanks', expression_1)\n"
         "expression_1 = RELATE('starred_actors', 'backward', expression_1)\n"
@@ -51,13 +51,13 @@ def test_old_cache_rows_keep_the_split_unknown(tmp_path):
 
 
 def test_pipeline_rerun_from_cache_reports_the_same_seconds(tmp_path):
-    from kgqa_nb.executor import KoPLExecutor
-    from kgqa_nb.kg import load_kb
-    from kgqa_nb.metaqa import execute_without_topic
-    from kgqa_nb.pipeline import PipelineConfig, Question, Stages, run_pipeline, summarize
-    from kgqa_nb.prompts import Demo
+    from kgqa_nb.kopl.executor import KoPLExecutor
+    from kgqa_nb.kg.store import load_kb
+    from kgqa_nb.datasets.metaqa import execute_without_topic
+    from kgqa_nb.systems.pipeline import PipelineConfig, Question, Stages, run_pipeline, summarize
+    from kgqa_nb.programs.prompts import Demo
 
-    class Linked:  # the shape of kgqa_nb.linking.Linked
+    class Linked:  # the shape of kgqa_nb.stages.linking.Linked
         def __init__(self, q):
             self.entities, self.concepts, self.mode = [q.split('[')[1].split(']')[0]], [], 'realistic'
 
@@ -106,7 +106,7 @@ def test_close_frees_the_model_and_its_last_sampler():
 
 def test_no_traceback_when_a_process_with_a_local_model_exits(tmp_path):
     pytest.importorskip('llama_cpp', reason='needs llama-cpp-python (scripts/install_llm.sh)')
-    script = ("from kgqa_nb.llm import get_backend, Decoding\n"
+    script = ("from kgqa_nb.llm.backends import get_backend, Decoding\n"
               "b = get_backend('smollm2-135m', cache=False, n_ctx=256)\n"
               "print(b.complete('def add(a, b):', Decoding(max_tokens=4, grammar='root ::= \"return\"')).text)\n")
     r = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300,

@@ -1,4 +1,4 @@
-"Fast tests of the ComplEx trainer, its filtered evaluation and the dual KG embeddings (kgqa_nb.complex)."
+"Fast tests of the ComplEx trainer, its filtered evaluation and the dual KG embeddings (kgqa_nb.kge.complex)."
 import os
 import shlex
 from dataclasses import asdict, replace
@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip('torch')
-from kgqa_nb.complex import (AnswerIndex, ComplEx, DualConfig, TrainConfig, evaluate, filtered_ranks, kg_literal_triples,
+from kgqa_nb.kge.complex import (AnswerIndex, ComplEx, DualConfig, TrainConfig, evaluate, filtered_ranks, kg_literal_triples,
                              kg_triples, literal_features, single_kge_triples, split_triples, train_complex, train_literals,
                              evaluate_literals, read_checkpoint, CheckpointError)
 from kgqa_nb.core import KGQAError, package_data
-from kgqa_nb.kg import load_kb
-from kgqa_nb.resolver import load_complex
+from kgqa_nb.kg.store import load_kb
+from kgqa_nb.systems.resolver import load_complex
 
 # A small graph with structure: 3 communities of 6 nodes; 'likes' links within a community (both ways),
 # 'next' maps community c's node i to community c+1's node i (a permutation: 1-1 and learnable).

@@ -1,4 +1,4 @@
-"""Concurrent questions (`run_pipeline(..., concurrency=k)`) through the replay server (`kgqa_nb.replay`) on the mini
+"""Concurrent questions (`run_pipeline(..., concurrency=k)`) through the replay server (`kgqa_nb.llm.replay`) on the mini
 MetaQA folder, with a scripted model that writes each question's gold program (every third one with a relation slip
 that grounding has to repair, asking the LLM): the records and the summary are the sequential run's, every question
 is written exactly once, and faults (429 storms, dropped connections, a server killed and restarted, one that stays
@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 
 from kgqa_nb.core import read_jsonl
-from kgqa_nb.llm import LLMUnavailableError, OpenAIBackend
-from kgqa_nb.metaqa import write_mini_metaqa
-from kgqa_nb.prompts import CODEALIGN_ANSWER_START, codealign_steps
-from kgqa_nb.replay import Faults, ReplayServer
+from kgqa_nb.llm.backends import LLMUnavailableError, OpenAIBackend
+from kgqa_nb.datasets.metaqa import write_mini_metaqa
+from kgqa_nb.programs.prompts import CODEALIGN_ANSWER_START, codealign_steps
+from kgqa_nb.llm.replay import Faults, ReplayServer
 
 MODEL = 'replay-gold'
 
@@ -21,7 +21,7 @@ def scripted_gold(questions):
     "for every third question); for a grounding prompt, 'directed_by' when listed, else the first candidate."
     by_text = {q.question: (i, q.program) for i, q in enumerate(questions)}
     def answer(prompt: str) -> str:
-        if prompt.startswith('From the '):  # `kgqa_nb.prompts.grounding_prompt`
+        if prompt.startswith('From the '):  # `kgqa_nb.programs.prompts.grounding_prompt`
             listed = ast.literal_eval(re.search(r'_list = (\[.*\])\n', prompt).group(1))
             return 'directed_by' if 'directed_by' in listed else listed[0]
         text = max(by_text, key=prompt.rfind)
@@ -33,9 +33,9 @@ def scripted_gold(questions):
 
 @pytest.fixture(scope='module')
 def setup(tmp_path_factory):
-    from kgqa_nb.experiments import experiment_config
-    from kgqa_nb.llm import FakeBackend
-    from kgqa_nb.metaqa_stages import metaqa_questions, metaqa_stages
+    from kgqa_nb.systems.experiments import experiment_config
+    from kgqa_nb.llm.backends import FakeBackend
+    from kgqa_nb.datasets.metaqa_stages import metaqa_questions, metaqa_stages
     root = write_mini_metaqa(tmp_path_factory.mktemp('metaqa'))
     qs = metaqa_questions(n_per_hop=8, root=root)
     st = metaqa_stages(FakeBackend(default=''), exclude=[q.question for q in qs], root=root, pool_size=60)
@@ -63,7 +63,7 @@ def figures(s: dict) -> dict: return {k: v for k, v in s['all'].items() if k not
 
 @pytest.fixture(scope='module')
 def sequential(setup, tmp_path_factory):
-    from kgqa_nb.pipeline import run_pipeline
+    from kgqa_nb.systems.pipeline import run_pipeline
     qs, cfg, st, answer = setup
     with ReplayServer(answer, model=MODEL) as srv:
         stages, _ = served(st, srv)
@@ -77,15 +77,15 @@ def written_once(path, qs) -> bool:
 
 
 def test_sequential_run_is_right(sequential):
-    from kgqa_nb.grounding import needed_grounding
-    from kgqa_nb.pipeline import summarize
+    from kgqa_nb.stages.grounding import needed_grounding
+    from kgqa_nb.systems.pipeline import summarize
     s = summarize(sequential)['all']
     assert s['n'] == 24 and s['crashed'] == 0 and s['ser'] == 0
     assert sum(needed_grounding(r['decisions']) for r in sequential) >= 4  # the slips went through grounding
 
 
 def test_concurrent_run_equals_sequential(setup, sequential, tmp_path):
-    from kgqa_nb.pipeline import run_pipeline, summarize
+    from kgqa_nb.systems.pipeline import run_pipeline, summarize
     qs, cfg, st, answer = setup
     with ReplayServer(answer, model=MODEL, latency=0.05, slots=8) as srv:
         stages, _ = served(st, srv)
@@ -97,7 +97,7 @@ def test_concurrent_run_equals_sequential(setup, sequential, tmp_path):
 
 
 def test_fault_storm_loses_nothing(setup, sequential, tmp_path):
-    from kgqa_nb.pipeline import run_pipeline, summarize
+    from kgqa_nb.systems.pipeline import run_pipeline, summarize
     qs, cfg, st, answer = setup
     faults = Faults(rate_429=0.3, rate_500=0.05, rate_drop=0.05, retry_after=0.05, seed=3)
     with ReplayServer(answer, model=MODEL, latency=0.02, slots=8, faults=faults) as srv:
@@ -109,7 +109,7 @@ def test_fault_storm_loses_nothing(setup, sequential, tmp_path):
 
 def test_server_killed_mid_run_and_restarted(setup, sequential, tmp_path):
     import threading
-    from kgqa_nb.pipeline import run_pipeline, summarize
+    from kgqa_nb.systems.pipeline import run_pipeline, summarize
     qs, cfg, st, answer = setup
     with ReplayServer(answer, model=MODEL, latency=0.2, slots=4) as srv:
         stages, b = served(st, srv, backoff=0.3, max_backoff=2.0)
@@ -121,7 +121,7 @@ def test_server_killed_mid_run_and_restarted(setup, sequential, tmp_path):
 
 def test_server_that_stays_down_stops_the_run_and_a_rerun_finishes(setup, sequential, tmp_path):
     import threading
-    from kgqa_nb.pipeline import run_pipeline, summarize
+    from kgqa_nb.systems.pipeline import run_pipeline, summarize
     qs, cfg, st, answer = setup
     path = tmp_path/'records.jsonl'
     srv = ReplayServer(answer, model=MODEL, latency=0.2, slots=4).start()

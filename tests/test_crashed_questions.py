@@ -1,15 +1,15 @@
-"""A question the pipeline crashed on stays in the denominator (kgqa_nb.pipeline, kgqa_nb.kqapro, kgqa_nb.report): it is
+"""A question the pipeline crashed on stays in the denominator (kgqa_nb.systems.pipeline, kgqa_nb.datasets.kqapro, kgqa_nb.eval.report): it is
 a miss in Hits@1, summaries show planned / answered / crashed counts, and tables of runs without crashes are unchanged."""
 import json
 from pathlib import Path
 
 import pytest
 
-from kgqa_nb.pipeline import (PipelineConfig, Question, failure_table, is_crashed, question_counts, read_records,
+from kgqa_nb.systems.pipeline import (PipelineConfig, Question, failure_table, is_crashed, question_counts, read_records,
                               summarize, summary_table)
-from kgqa_nb.report import constrained_rows, pipeline_ablation_rows, read_run
-from kgqa_nb.kqapro import kqapro_rescore
-from kgqa_nb.pipeline import NAMED_CONFIGS
+from kgqa_nb.eval.report import constrained_rows, pipeline_ablation_rows, read_run
+from kgqa_nb.datasets.kqapro import kqapro_rescore
+from kgqa_nb.systems.pipeline import NAMED_CONFIGS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +59,7 @@ def test_committed_run_metaqa_tables_are_reproduced_byte_for_byte():
     assert {g: {k: v for k, v in f.items() if k not in new} for g, f in s.items()} == m['summary']
     table = summary_table({m['config_name']: s}, m['hops'])
     assert table.to_markdown(index=False) + '\n' == (out/'results.md').read_text()
-    from kgqa_nb.metaqa_stages import metaqa_questions
+    from kgqa_nb.datasets.metaqa_stages import metaqa_questions
     gold = {q.id: q.program for q in metaqa_questions(m['hops'], 100, m['seed'], 'dev')}
     failures = failure_table({m['config_name']: recs}, gold)
     assert failures.reset_index().rename(columns={'index': 'stage'}).to_markdown(index=False) + '\n' == \
@@ -67,11 +67,11 @@ def test_committed_run_metaqa_tables_are_reproduced_byte_for_byte():
 
 
 def test_run_pipeline_returns_crashes_and_retries_them(tmp_path):
-    from kgqa_nb.executor import KoPLExecutor
-    from kgqa_nb.kg import from_kopl_dict
+    from kgqa_nb.kopl.executor import KoPLExecutor
+    from kgqa_nb.kg.store import from_kopl_dict
     from kgqa_nb.core import package_data
-    from kgqa_nb.llm import FakeBackend
-    from kgqa_nb.pipeline import Stages, run_pipeline
+    from kgqa_nb.llm.backends import FakeBackend
+    from kgqa_nb.systems.pipeline import Stages, run_pipeline
 
     def link(question):
         raise IndexError('a linker bug')

@@ -8,15 +8,15 @@ import pytest
 from childproc import child_result, start_child
 from hypothesis import given, settings, strategies as st
 
-from kgqa_nb.demos import (DemoIndex, coverage_pool, pool_counts, postorder, program_skeleton, relation_path,
+from kgqa_nb.stages.demos import (DemoIndex, coverage_pool, pool_counts, postorder, program_skeleton, relation_path,
                            split_pool_and_eval, retrieval_report, find_requirements, _tolerant_dependencies)
-from kgqa_nb.functions import FUNCTIONS, check_program
-from kgqa_nb.prompts import DemoPool
+from kgqa_nb.kopl.functions import FUNCTIONS, check_program
+from kgqa_nb.programs.prompts import DemoPool
 
 
 @pytest.fixture(scope='module')
 def bench():
-    from kgqa_nb.benchgen import demo_benchmark
+    from kgqa_nb.datasets.benchgen import demo_benchmark
     folder = demo_benchmark()
     return {s: json.loads((folder/f'{s}.json').read_text()) for s in ('train', 'val', 'test')}
 
@@ -25,7 +25,7 @@ def bench():
 def embedder():
     pytest.importorskip('sentence_transformers')
     pytest.importorskip('chromadb')
-    from kgqa_nb.embed import Embedder
+    from kgqa_nb.kg.embed import Embedder
     return Embedder()
 
 
@@ -76,10 +76,10 @@ def test_coverage_pool_gives_every_function_its_share(bench):
 
 
 def test_coverage_pool_metaqa_qtypes():
-    pytest.importorskip('kgqa_nb.metaqa')
+    pytest.importorskip('kgqa_nb.datasets.metaqa')
     from kgqa_nb.core import data_dir
     data_dir('metaqa/kb.txt')
-    from kgqa_nb.metaqa import load_metaqa_split
+    from kgqa_nb.datasets.metaqa import load_metaqa_split
     qs = [q for h in (1, 2, 3) for q in load_metaqa_split(h, 'dev')]
     rest, ev = split_pool_and_eval(qs, 50, seed=1)
     pool = coverage_pool(rest, 490, seed=1)
@@ -92,9 +92,9 @@ def test_coverage_pool_metaqa_qtypes():
 
 CHILD = textwrap.dedent('''
     import json, sys
-    from kgqa_nb.benchgen import demo_benchmark
-    from kgqa_nb.demos import DemoIndex, coverage_pool
-    from kgqa_nb.embed import Embedder
+    from kgqa_nb.datasets.benchgen import demo_benchmark
+    from kgqa_nb.stages.demos import DemoIndex, coverage_pool
+    from kgqa_nb.kg.embed import Embedder
     train = json.loads((demo_benchmark()/'train.json').read_text())
     emb = Embedder()
     idx = DemoIndex(coverage_pool(train, 60, seed=0), emb, path=sys.argv[1])
@@ -149,8 +149,8 @@ def test_skeleton_retrieval_prefers_same_skeleton(tmp_path, bench, embedder):
 def test_metaqa_retrieval_fix(embedder):
     from kgqa_nb.core import data_dir
     kb = data_dir('metaqa/kb.txt')
-    from kgqa_nb.kg import load_kb
-    from kgqa_nb.metaqa import load_metaqa_split
+    from kgqa_nb.kg.store import load_kb
+    from kgqa_nb.datasets.metaqa import load_metaqa_split
     kg = load_kb(kb)
     qs = [q for h in (1, 2, 3) for q in load_metaqa_split(h, 'dev')]
     rest, ev = split_pool_and_eval(qs, 100, seed=2)

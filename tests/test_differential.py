@@ -2,7 +2,7 @@
 
 (a) hand-written programs covering all 27 functions (and the alias `What`): ours == kopl's answer, or both fail;
 (b) hypothesis-generated, well-typed random programs (with some junk inputs): ours == kopl, or both fail,
-    except for the accepted differences listed in `accepted_difference` (documented in nbs/06_reference.ipynb);
+    except for the accepted differences listed in `accepted_difference` (documented in nbs/12_kopl.reference.ipynb);
 (c) the C++ kopl-engine where its semantics coincide (see `ENGINE_*` below for where they do not);
 (d) the fixture in the older KQA Pro kb.json schema gives the same answers as in the current schema.
 
@@ -25,7 +25,7 @@ pytest.importorskip('kopl')
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kgqa_nb.core import KGQAError, package_data
-from kgqa_nb.reference import (KoPLEngineReference, KoPLReference, RefFailure, answer_or_failure, canonical,
+from kgqa_nb.kopl.reference import (KoPLEngineReference, KoPLReference, RefFailure, answer_or_failure, canonical,
                                engine_consistent, is_failure, same_answer)
 
 FIXTURE = package_data('fixture_kb.json')
@@ -40,12 +40,12 @@ def kopl() -> KoPLReference:
     return KoPLReference(KB)
 
 def _executor_module():
-    import kgqa_nb.executor
-    return kgqa_nb.executor
+    import kgqa_nb.kopl.executor
+    return kgqa_nb.kopl.executor
 
 @lru_cache(maxsize=None)
 def ours(path: str = str(FIXTURE)):
-    from kgqa_nb.kg import load_kb
+    from kgqa_nb.kg.store import load_kb
     return _executor_module().KoPLExecutor(load_kb(path))
 
 def our_answer(program: list[dict], path: str = str(FIXTURE)):
@@ -294,7 +294,7 @@ def _functions_used(programs):
 
 
 def test_handwritten_cover_every_function():
-    from kgqa_nb.functions import FUNCTIONS
+    from kgqa_nb.kopl.functions import FUNCTIONS
     missing = set(FUNCTIONS) | {'What'}
     missing -= _functions_used(HANDWRITTEN)
     assert not missing, f'no hand-written program uses {sorted(missing)}'
@@ -435,7 +435,7 @@ def vary_dependencies(draw, steps: list[dict]) -> list[dict]:
 @st.composite
 def program_strategy(draw, max_depth: int = 3):
     "A well-typed program (post-order, as KQA Pro writes them) built from the registry, ending in a query."
-    from kgqa_nb.functions import FUNCTIONS, accepts, ENTITIES, FACTS
+    from kgqa_nb.kopl.functions import FUNCTIONS, accepts, ENTITIES, FACTS
     steps: list[dict] = []
     entity_makers = [f for f in FUNCTIONS.values() if f.output in (ENTITIES, FACTS)]
     queries = [f for f in FUNCTIONS.values() if f.output not in (ENTITIES, FACTS)]
@@ -629,7 +629,7 @@ def kopl_select_is_ambiguous(program: list[dict]) -> bool:
     return False
 
 def kopl_deps(program):
-    from kgqa_nb.reference import program_dependencies
+    from kgqa_nb.kopl.reference import program_dependencies
     return program_dependencies(program)
 
 def _kopl_parses(text: str, typ: str) -> bool:
@@ -643,7 +643,7 @@ ENTITY_OUTPUTS = {'FindAll', 'Find', 'FilterConcept', 'FilterStr', 'FilterNum', 
 
 def accepted_difference(program: list[dict], mine, theirs) -> str | None:
     """Why a disagreement between ours and kopl is accepted, or None. The accepted classes (documented at the end of
-    nbs/06_reference.ipynb):
+    nbs/12_kopl.reference.ipynb):
 
     - 'strict-op': our executor checks operators and directions before running; kopl only looks at them when a value
       reaches the comparison, so it answers (an empty list, 'no', or 'greater'/'largest' for any op other than
@@ -740,7 +740,7 @@ def test_old_fixture_is_the_same_kb():
 
 # ----------------------------------------------------------------------------------------------- (c) kopl-engine
 # The C++ engine differs from kopl (and so from us) in many places; measured on the fixture, they are listed with
-# examples in ENGINE_KNOWN_DIFFERENCES below and at the end of nbs/06_reference.ipynb. We compare it with our
+# examples in ENGINE_KNOWN_DIFFERENCES below and at the end of nbs/12_kopl.reference.ipynb. We compare it with our
 # executor only where it applies:
 #  - on `ENGINE_KB`: the fixture with every relation fact stored in both directions (the engine adds inverses itself,
 #    kopl uses the stored directions) and one entity per name (the engine's Find keeps one entity per name);
@@ -792,7 +792,7 @@ def kopl_engine_kb() -> KoPLReference:
 
 @lru_cache(maxsize=None)
 def ours_engine_kb():
-    from kgqa_nb.kg import from_kopl_dict
+    from kgqa_nb.kg.store import from_kopl_dict
     return _executor_module().KoPLExecutor(from_kopl_dict(ENGINE_KB))
 
 def _is_empty(result) -> bool:

@@ -10,16 +10,16 @@ pytest.importorskip('sentence_transformers')
 pytest.importorskip('chromadb')
 
 from kgqa_nb.core import data_dir, package_data
-from kgqa_nb.embed import KINDS, Embedder, KGIndex, kg_elements
-from kgqa_nb.kg import load_kb
+from kgqa_nb.kg.embed import KINDS, Embedder, KGIndex, kg_elements
+from kgqa_nb.kg.store import load_kb
 
 
 # Run in a child process: open (or build) the fixture KB's index, search, report what happened.
 CHILD = textwrap.dedent('''
     import json, sys
     from kgqa_nb.core import package_data
-    from kgqa_nb.embed import Embedder, KGIndex
-    from kgqa_nb.kg import load_kb
+    from kgqa_nb.kg.embed import Embedder, KGIndex
+    from kgqa_nb.kg.store import load_kb
     emb = Embedder()
     idx = KGIndex(load_kb(package_data('fixture_kb.json')), emb, path=sys.argv[1], progress=False)
     hits = idx.search('relations', 'place of birth', k=3)

@@ -1,4 +1,4 @@
-"""Pipeline stages on a KG that exists only behind a SPARQL endpoint (kgqa_nb.remote_kg): the mini MetaQA KB and the
+"""Pipeline stages on a KG that exists only behind a SPARQL endpoint (kgqa_nb.kg.remote): the mini MetaQA KB and the
 demo KB (KQA Pro schema), in embedded Oxigraph and in the Oxigraph server and Virtuoso started by the tests, give the
 local KG's vocabulary, facts, grounding and demonstration feasibility, and a whole pipeline run with a scripted LLM
 and no local KB file gives the local run's answers and Hits@1. The vocabulary is read once and cached on disk.
@@ -13,14 +13,14 @@ import pytest
 
 pytest.importorskip('pyoxigraph')
 from test_endpoints import ENGINES, need_engine
-from kgqa_nb import rdf
-from kgqa_nb.benchgen import demo_benchmark, load_kqapro_split
+from kgqa_nb.kg import rdf
+from kgqa_nb.datasets.benchgen import demo_benchmark, load_kqapro_split
 from kgqa_nb.core import package_data
-from kgqa_nb.kg import load_kb
-from kgqa_nb.kopl_sparql import BackendError, OxigraphStore, kg_executor
-from kgqa_nb.metaqa import load_metaqa_split, mini_metaqa_dir
-from kgqa_nb.remote_kg import EndpointKG, RemoteKGError, cached_vocabulary, stages_kg
-from kgqa_nb.sparql import SparqlStore
+from kgqa_nb.kg.store import load_kb
+from kgqa_nb.kopl.sparql import BackendError, OxigraphStore, kg_executor
+from kgqa_nb.datasets.metaqa import load_metaqa_split, mini_metaqa_dir
+from kgqa_nb.kg.remote import EndpointKG, RemoteKGError, cached_vocabulary, stages_kg
+from kgqa_nb.programs.sexpr_sparql import SparqlStore
 
 KBS = {'mini-metaqa': lambda: load_kb(mini_metaqa_dir()/'kb.txt'),
        'demo': lambda: load_kb(package_data('demo_kb.json'))}
@@ -62,7 +62,7 @@ def remotes(engine, tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def embedder():
-    from kgqa_nb.embed import Embedder
+    from kgqa_nb.kg.embed import Embedder
     return Embedder()
 
 
@@ -77,7 +77,7 @@ def walk(kg, nodes, **kw):
 # ------------------------------------------------------------------------------------------------ read once
 @pytest.mark.parametrize('name', list(KBS))
 def test_vocabulary_equals_the_local_one(engine, remotes, name):
-    from kgqa_nb.grammar import kg_vocabulary
+    from kgqa_nb.programs.grammar import kg_vocabulary
     kg, remote = kg_of(name), remotes[name]
     assert cached_vocabulary(engine[name][0], cache=False, page=37) == remote.vocab  # many pages read as one
     assert remote.vocab.ranked and remote.elements() == kg.elements()
@@ -113,7 +113,7 @@ def test_walks_equal_the_local_ones(remotes, name):
 
 def fact_questions(name: str) -> list[tuple[str, list, list]]:
     "(question, E', C') of a sample of questions with gold programs."
-    from kgqa_nb.facts import oracle_mentions
+    from kgqa_nb.stages.facts import oracle_mentions
     if name == 'mini-metaqa':
         dev = [q for h in (1, 2, 3) for q in load_metaqa_split(h, 'dev', mini_metaqa_dir())[:8]]
         return [(q.question, [q.topic], []) for q in dev]
@@ -123,7 +123,7 @@ def fact_questions(name: str) -> list[tuple[str, list, list]]:
 
 @pytest.mark.parametrize('name', list(KBS))
 def test_facts_equal_the_local_ones(remotes, embedder, name):
-    from kgqa_nb.facts import FactsExtractor
+    from kgqa_nb.stages.facts import FactsExtractor
     local, remote = (FactsExtractor(kg, embedder, theta=0.35, hops=2) for kg in (kg_of(name), remotes[name]))
     qs = fact_questions(name)
     found = 0
@@ -142,7 +142,7 @@ def slipped(program: list, kg) -> list:
 
 @pytest.mark.parametrize('name', list(KBS))
 def test_grounding_equals_the_local_one(remotes, name):
-    from kgqa_nb.grounding import FuzzyIndex, Grounder
+    from kgqa_nb.stages.grounding import FuzzyIndex, Grounder
     kg, remote = kg_of(name), remotes[name]
     if name == 'mini-metaqa':
         programs = [q.program for h in (1, 2, 3) for q in load_metaqa_split(h, 'dev', mini_metaqa_dir())[:6]]
@@ -162,7 +162,7 @@ def test_grounding_equals_the_local_one(remotes, name):
 
 @pytest.mark.parametrize('name', list(KBS))
 def test_demonstration_feasibility_equals_the_local_one(remotes, name):
-    from kgqa_nb.demos import entity_profile
+    from kgqa_nb.stages.demos import entity_profile
     kg, remote = kg_of(name), remotes[name]
     for n in sample(kg.elements()['entities'], 25): assert entity_profile(kg, n) == entity_profile(remote, n), n
 
@@ -178,10 +178,10 @@ def endpoint_only_copy(src, dst, kb_file: str):
 def test_metaqa_pipeline_on_an_endpoint_only_kg(server, tmp_path, config):
     "No kb.txt in the folder: linking, facts, retrieval, grounding, grammar and execution all go to the endpoint."
     from test_mini_metaqa import scripted_gold
-    from kgqa_nb.experiments import experiment_config
-    from kgqa_nb.llm import FakeBackend
-    from kgqa_nb.metaqa_stages import metaqa_questions, metaqa_stages
-    from kgqa_nb.pipeline import run_pipeline, summarize
+    from kgqa_nb.systems.experiments import experiment_config
+    from kgqa_nb.llm.backends import FakeBackend
+    from kgqa_nb.datasets.metaqa_stages import metaqa_questions, metaqa_stages
+    from kgqa_nb.systems.pipeline import run_pipeline, summarize
     url = server['mini-metaqa'][1]
     root, bare = mini_metaqa_dir(), endpoint_only_copy(mini_metaqa_dir(), tmp_path/'metaqa', 'kb.txt')
     qs = metaqa_questions(n_per_hop=6, root=root)
@@ -202,11 +202,11 @@ def test_metaqa_pipeline_on_an_endpoint_only_kg(server, tmp_path, config):
 
 def test_kqapro_pipeline_on_an_endpoint_only_kg(server, tmp_path):
     "The demo benchmark without kb.json: spaCy linking against the endpoint's names, facts, grounding, execution."
-    from kgqa_nb.kqapro import kqapro_questions, kqapro_rescore, kqapro_stages
-    from kgqa_nb.experiments import experiment_config
-    from kgqa_nb.llm import FakeBackend
-    from kgqa_nb.pipeline import run_pipeline
-    from kgqa_nb.prompts import CODEALIGN_ANSWER_START, codealign_steps
+    from kgqa_nb.datasets.kqapro import kqapro_questions, kqapro_rescore, kqapro_stages
+    from kgqa_nb.systems.experiments import experiment_config
+    from kgqa_nb.llm.backends import FakeBackend
+    from kgqa_nb.systems.pipeline import run_pipeline
+    from kgqa_nb.programs.prompts import CODEALIGN_ANSWER_START, codealign_steps
     url = server['demo'][1]
     folder = demo_benchmark(5, seed=0)
     bare = endpoint_only_copy(folder, tmp_path/'demo', 'kb.json')
@@ -267,6 +267,6 @@ def test_what_cannot_run_on_an_endpoint_says_so(nt_files, tmp_path):
     with pytest.raises(RemoteKGError, match='kg_source must be one of'):
         stages_kg(tmp_path/'kb.txt', 'memory', 'remote')
     assert stages_kg(mini_metaqa_dir()/'kb.txt', 'http://127.0.0.1:9/sparql').stats() == kg_of('mini-metaqa').stats()
-    from kgqa_nb.resolver import KBView
+    from kgqa_nb.systems.resolver import KBView
     with pytest.raises(RemoteKGError, match=r'kgqa_nb\.\w+\.\w+ reads KG\.\w+, a column of the in-memory KG'):
         KBView(remote)

@@ -1,4 +1,4 @@
-"""Real SPARQL engines started by the tests (kgqa_nb.endpoints): the Oxigraph server and Virtuoso, each bulk-loaded with
+"""Real SPARQL engines started by the tests (kgqa_nb.kg.endpoints): the Oxigraph server and Virtuoso, each bulk-loaded with
 the Freebase-style mini graph, answer KB-Coder's S-expressions exactly as the embedded rdflib store does.
 
 Without an engine's program (`oxigraph` from pip, `virtuoso-t`/`isql-vt` from scripts/install_engines.sh) its tests
@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from conftest import IN_CI
 from kgqa_nb.core import KGQAError
-from kgqa_nb.endpoints import (EngineError, EngineUnavailable, FullIriStore, OxigraphServer, VirtuosoServer,
+from kgqa_nb.kg.endpoints import (EngineError, EngineUnavailable, FullIriStore, OxigraphServer, VirtuosoServer,
                                expand_prefixed_names, find_binary, freebase_endpoint, freebase_scoring_note)
-from kgqa_nb.sparql import (SparqlEndpointError, freebase_mini_graph, sexpr_answers_sparql, sexpr_to_sparql,
+from kgqa_nb.programs.sexpr_sparql import (SparqlEndpointError, freebase_mini_graph, sexpr_answers_sparql, sexpr_to_sparql,
                             sparql_store)
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = {'oxigraph': (OxigraphServer, ('oxigraph',)), 'virtuoso': (VirtuosoServer, ('virtuoso-t', 'isql-vt'))}
 
-# the S-expressions of nbs/26_sparql.ipynb's differential check (every form, both directions, a CVT hop, classes,
+# the S-expressions of nbs/24_programs.sexpr_sparql.ipynb's differential check (every form, both directions, a CVT hop, classes,
 # numbers, dates and years, both ARG operators) and tests/test_kbcoder.py's
 CHECKS = [
     ('JOIN', ('R', 'location.country.capital'), 'm.09c7w0'),

@@ -46,7 +46,7 @@ def test_report_writes_page(tmp_path):
     run_nb('report.ipynb', tmp_path / 'r.ipynb', outputs_dir=str(ROOT / 'outputs'), out_path=str(page))
     text = page.read_text()
     assert text.startswith('# Results') and '## KQA Pro: the main job (run_kqapro)' in text
-    from kgqa_nb.report import REPORT_SECTIONS
+    from kgqa_nb.eval.report import REPORT_SECTIONS
     for rel, *_ in REPORT_SECTIONS:  # every output has a section: its table or 'not run yet'
         assert f'Source: `{rel}`' in text
 
@@ -81,14 +81,14 @@ def test_run_webqsp_smoke_both_systems_and_resume(tmp_path):
 
 
 def _fake_pipeline_record(qid: str, hop: int, config: dict, hit: float) -> dict:
-    "A minimal record with the fields `kgqa_nb.pipeline.summarize` reads."
+    "A minimal record with the fields `kgqa_nb.systems.pipeline.summarize` reads."
     return dict(id=qid, dataset=f'metaqa-{hop}hop', config=config, model='fake', hit=hit, expected_hit=hit, any_hit=hit,
                 attempts=[dict(kind='generate', ok=True)], valid=True, decisions=[], error=None, prediction=['x'] if hit else [],
                 timings={'llm_generation': 0.1}, llm=dict(calls=1, cached=0, prompt_tokens=10, completion_tokens=5))
 
 
 def test_ablations_smoke(tmp_path):
-    from kgqa_nb.pipeline import NAMED_CONFIGS
+    from kgqa_nb.systems.pipeline import NAMED_CONFIGS
     cfg = {name: NAMED_CONFIGS[name]('realistic').as_dict() for name in ('codealign', 'no_grounding')}
     recs = [_fake_pipeline_record(f'q{h}-{k}', h, cfg['codealign'], 1.0) for h in (1, 2) for k in range(4)]
     recs += [_fake_pipeline_record(f'q{h}-{k}', h, cfg['no_grounding'], float(k % 2)) for h in (1, 2) for k in range(2)]  # a subsample

@@ -1,4 +1,4 @@
-"""WebQSP on a Freebase endpoint (kgqa_nb.freebase): CodeAlignKGQA's KoPL and KB-Coder's S-expressions run on a small
+"""WebQSP on a Freebase endpoint (kgqa_nb.systems.freebase): CodeAlignKGQA's KoPL and KB-Coder's S-expressions run on a small
 Freebase-shaped graph (names, an alias, a homonym, types, CVT nodes) in rdflib and embedded Oxigraph in-process, and on
 the Oxigraph server and Virtuoso started by the tests; WebQSP F1/Hits@1 on hand-made records; run_webqsp's scoring
 path end to end (model='fake', papermill) against Virtuoso.
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from test_endpoints import ENGINES, need_engine
 from kgqa_nb.core import KGQAError, data_dir
-from kgqa_nb.freebase import (FreebaseNames, freebase_store, freebase_test_ntriples, gold_for, kopl_answers_freebase,
+from kgqa_nb.systems.freebase import (FreebaseNames, freebase_store, freebase_test_ntriples, gold_for, kopl_answers_freebase,
                               question_key, score_webqsp_record, score_webqsp_run, sexpr_answers_freebase,
                               webqsp_gold, webqsp_prf1, webqsp_scores)
-from kgqa_nb.sparql import RdflibStore, SparqlEndpointError
+from kgqa_nb.programs.sexpr_sparql import RdflibStore, SparqlEndpointError
 
 NBS = Path(__file__).resolve().parents[1] / 'nbs'
 
@@ -110,7 +110,7 @@ def rdflib_store():
 
 def oxigraph_store():
     import pyoxigraph as ox
-    from kgqa_nb.kopl_sparql import OxigraphStore
+    from kgqa_nb.kopl.sparql import OxigraphStore
     st = ox.Store(); st.load(freebase_test_ntriples().encode(), format=ox.RdfFormat.N_TRIPLES)
     return OxigraphStore(st)
 

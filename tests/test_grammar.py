@@ -1,17 +1,17 @@
-"""Grammar-constrained generation (kgqa_nb.grammar): the grammars accept every gold program of the demo benchmark,
+"""Grammar-constrained generation (kgqa_nb.programs.grammar): the grammars accept every gold program of the demo benchmark,
 Complex MetaQA and MetaQA, reject malformed ones, and every text they allow parses; a constrained SmolLM2 writes only
 parseable programs, locally and through the llama.cpp server."""
 import json, random
 import pytest
 from hypothesis import given, settings, strategies as hs
 
-from kgqa_nb import benchgen as bg
+from kgqa_nb.datasets import benchgen as bg
 from kgqa_nb.core import data_dir
-from kgqa_nb.grammar import (codealign_grammar, symkgqa_grammar, kbcoder_grammar, kg_vocabulary, program_grammar,
+from kgqa_nb.programs.grammar import (codealign_grammar, symkgqa_grammar, kbcoder_grammar, kg_vocabulary, program_grammar,
                              sample_text, literal_choice, Grammar, GrammarError)
-from kgqa_nb.kg import from_kopl_dict, load_kb
-from kgqa_nb.parse import parse_codealign, parse_symkgqa, parse_kbcoder, random_program, parse_generation
-from kgqa_nb.prompts import (CODEALIGN_ANSWER_START, PromptError, codealign_steps, symkgqa_steps, kbcoder_calls,
+from kgqa_nb.kg.store import from_kopl_dict, load_kb
+from kgqa_nb.programs.parse import parse_codealign, parse_symkgqa, parse_kbcoder, random_program, parse_generation
+from kgqa_nb.programs.prompts import (CODEALIGN_ANSWER_START, PromptError, codealign_steps, symkgqa_steps, kbcoder_calls,
                              kopl_to_sexpr, codealign_prompt, DemoPool)
 
 
@@ -60,7 +60,7 @@ def test_complex_metaqa_gold_programs_are_in_both_levels(tmp_path_factory):
 
 def test_metaqa_gold_programs_are_in_the_kg_level():
     path = _need_metaqa()
-    from kgqa_nb.metaqa import load_metaqa_split
+    from kgqa_nb.datasets.metaqa import load_metaqa_split
     kg = load_kb(path)
     vocab = kg_vocabulary(kg, cache=False)
     ca, sk, kb = codealign_grammar(vocab), symkgqa_grammar(vocab), kbcoder_grammar(vocab)
@@ -149,12 +149,12 @@ QUESTIONS = [('How many countries have a population greater than 50 million?', [
 @pytest.fixture(scope='module')
 def smollm2():
     pytest.importorskip('llama_cpp', reason='needs llama-cpp-python (scripts/install_llm.sh)')
-    from kgqa_nb.llm import get_backend
+    from kgqa_nb.llm.backends import get_backend
     return get_backend('smollm2-135m', cache=False, n_ctx=8192)
 
 
 def test_constrained_smollm2_writes_only_parseable_programs(smollm2, demo):
-    from kgqa_nb.llm import Decoding
+    from kgqa_nb.llm.backends import Decoding
     kg, _ = demo
     demos = DemoPool.manual_kqapro()[:3]
     for level in ('syntax', 'kg'):
@@ -170,8 +170,8 @@ def test_metaqa_kg_grammar_decodes_through_entity_slots_in_llguidance(smollm2):
     """MetaQA's KG level writes 43k entity names as a prefix tree: with llguidance's default lexer fuel the first
     character of a name stopped decoding ('too many expressions constructed'); every gold program must go through."""
     pytest.importorskip('llguidance')
-    from kgqa_nb.llm import LLGuidanceMask
-    from kgqa_nb.metaqa import load_metaqa_split
+    from kgqa_nb.llm.backends import LLGuidanceMask
+    from kgqa_nb.datasets.metaqa import load_metaqa_split
     kg = load_kb(_need_metaqa())
     m, problem = smollm2.llguidance_matcher(program_grammar('codealign', 'kg', kg=kg).gbnf())
     assert problem is None, problem
@@ -188,13 +188,13 @@ def test_metaqa_kg_grammar_decodes_through_entity_slots_in_llguidance(smollm2):
 def test_constrained_program_through_the_llama_cpp_server(tmp_path, demo):
     pytest.importorskip('llama_cpp.server', reason='needs llama-cpp-python[server] (scripts/install_llm.sh)')
     from test_llm_server import start_server, stop
-    from kgqa_nb.llm import Decoding, OpenAIBackend
+    from kgqa_nb.llm.backends import Decoding, OpenAIBackend
     kg, _ = demo
     proc, url = start_server(tmp_path/'server.log', n_ctx=4096, n_batch=64)
     try:
         backend = OpenAIBackend('smollm2', base_url=url, timeout=120, retries=1, grammar_api='llama.cpp')
         grammar = program_grammar('symkgqa', 'kg', kg=kg).gbnf()
-        from kgqa_nb.prompts import symkgqa_prompt
+        from kgqa_nb.programs.prompts import symkgqa_prompt
         for q, ents, cons in QUESTIONS[:2]:
             parts = symkgqa_prompt(q, ents, cons, demos=DemoPool.manual_kqapro()[:2])
             c = backend.complete(parts.text, Decoding(max_tokens=300, grammar=grammar))
@@ -204,8 +204,8 @@ def test_constrained_program_through_the_llama_cpp_server(tmp_path, demo):
 
 
 def test_kbcoder_samples_decode_under_the_grammar():
-    from kgqa_nb.kbcoder import KBCoder, Variant
-    from kgqa_nb.llm import FakeBackend
+    from kgqa_nb.systems.kbcoder import KBCoder, Variant
+    from kgqa_nb.llm.backends import FakeBackend
     grammar = program_grammar('kbcoder', 'syntax').gbnf()
     backend = FakeBackend(default="expression = START('Jamaica')\nexpression = STOP(expression)")
     coder = KBCoder(backend, None, Variant(2), demos=[('what is x', ('JOIN', 'r', 'x'))], grammar=grammar)
@@ -215,11 +215,11 @@ def test_kbcoder_samples_decode_under_the_grammar():
 
 def test_kg_names_in_every_quoting_the_parser_reads():
     "A name with an apostrophe may be opened with either quote; the parser must read each form as that very name."
-    from kgqa_nb.grammar import KGVocabulary
+    from kgqa_nb.programs.grammar import KGVocabulary
     names = ["Hell's Angels", 'Hell', 'Definitely, Maybe', "Comin' at Ya!", 'say "hi"']
     vocab = KGVocabulary({'entity': sorted(names), 'concept': [], 'relation': ['directed_by']}, [])
     ca = codealign_grammar(vocab)
-    from kgqa_nb.grammar import ArgRules
+    from kgqa_nb.programs.grammar import ArgRules
     forms = ArgRules(Grammar(), 'python')
     for name in names:
         for form in forms.renderings(name):

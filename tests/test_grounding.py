@@ -14,13 +14,13 @@ from hypothesis import given, settings, strategies as st
 
 from kgqa_nb.core import cache_dir, data_dir, package_data
 from conftest import IN_CI
-from kgqa_nb.executor import KoPLExecutor
-from kgqa_nb.functions import CLOSED_KINDS, check_program, lookup
-from kgqa_nb.grounding import (Decision, FuzzyIndex, Grounder, TABLE7_GROUPS, as_decision, convert_amount, grounding_accuracy,
+from kgqa_nb.kopl.executor import KoPLExecutor
+from kgqa_nb.kopl.functions import CLOSED_KINDS, check_program, lookup
+from kgqa_nb.stages.grounding import (Decision, FuzzyIndex, Grounder, TABLE7_GROUPS, as_decision, convert_amount, grounding_accuracy,
                                needed_grounding, normalize_quantity, resolve_unit)
-from kgqa_nb.kg import load_kb
-from kgqa_nb.llm import FakeBackend
-from kgqa_nb.parse import parse_generation, random_program, validate
+from kgqa_nb.kg.store import load_kb
+from kgqa_nb.llm.backends import FakeBackend
+from kgqa_nb.programs.parse import parse_generation, random_program, validate
 
 KG = load_kb(package_data('fixture_kb.json'))
 FUZZY = FuzzyIndex(KG)
@@ -39,7 +39,7 @@ SLIPS_GROUNDED = [['Akron'], ['place of birth', 'backward'], ['basketball player
 @pytest.fixture(scope='module')
 def fixture_index():
     pytest.importorskip('sentence_transformers'); pytest.importorskip('chromadb')
-    from kgqa_nb.embed import KGIndex
+    from kgqa_nb.kg.embed import KGIndex
     return KGIndex(KG, progress=False)  # built once into the (test) cache, reopened afterwards
 
 
@@ -78,9 +78,9 @@ def test_llm_choice_overrides_retrieval_order(fixture_index, tmp_path):
 CHILD = textwrap.dedent('''
     import json, sys
     from kgqa_nb.core import package_data
-    from kgqa_nb.grounding import FuzzyIndex, Grounder
-    from kgqa_nb.kg import load_kb
-    from kgqa_nb.llm import FakeBackend
+    from kgqa_nb.stages.grounding import FuzzyIndex, Grounder
+    from kgqa_nb.kg.store import load_kb
+    from kgqa_nb.llm.backends import FakeBackend
     kg = load_kb(package_data('fixture_kb.json'))
     fake = FakeBackend({"['Akron, Ohio']": 'Akron', "['born in']": 'place of birth', "['basketball players']": 'basketball player',
                         "['body height']": 'height'})
@@ -210,7 +210,7 @@ def test_decisions_survive_jsonl_and_score(tmp_path):
 # ---- MetaQA with the existing embedding index --------------------------------------------------------------
 
 def _metaqa_index_root(kg):
-    from kgqa_nb.embed import DEFAULT_MODEL, kg_fingerprint
+    from kgqa_nb.kg.embed import DEFAULT_MODEL, kg_fingerprint
     name = f'{kg_fingerprint(kg)}-{DEFAULT_MODEL}'
     for root in (cache_dir('indexes'), Path.home()/'.cache'/'kgqa_nb'/'indexes'):
         if (root/name/'manifest.json').exists(): return root
@@ -222,8 +222,8 @@ def metaqa():
     root = _metaqa_index_root(kg)
     if root is None and (IN_CI or os.environ.get('KGQA_BUILD_INDEX')): root = cache_dir('indexes')  # built here, once
     if root is None: pytest.skip('the MetaQA KGIndex is not built: set KGQA_BUILD_INDEX=1 to build it in the test '
-                                 'cache (minutes; CI does), see nbs/13_embed.ipynb')
-    from kgqa_nb.embed import KGIndex
+                                 'cache (minutes; CI does), see nbs/05_kg.embed.ipynb')
+    from kgqa_nb.kg.embed import KGIndex
     return kg, Grounder(kg, KGIndex(kg, path=root, progress=False), None, use_cache=False)
 
 SYNONYMS = {'directed_by': 'director', 'written_by': 'writer', 'starred_actors': 'actor', 'release_year': 'release date',
@@ -231,7 +231,7 @@ SYNONYMS = {'directed_by': 'director', 'written_by': 'writer', 'starred_actors':
 
 @pytest.mark.parametrize('hop', [1, 2, 3])
 def test_metaqa_gold_programs_are_verbatim(metaqa, hop):
-    from kgqa_nb.metaqa import load_metaqa_split
+    from kgqa_nb.datasets.metaqa import load_metaqa_split
     kg, g = metaqa
     for q in load_metaqa_split(hop, 'dev')[:200]:
         out, dec = g.ground(q.program, q.question)
@@ -242,7 +242,7 @@ def test_metaqa_gold_programs_are_verbatim(metaqa, hop):
 @pytest.mark.parametrize('hop', [1, 2, 3])
 def test_metaqa_slips_are_grounded_by_retrieval(metaqa, hop):
     "Relation names in plain words, the topic lowercased in brackets: retrieval alone (no LLM) restores the gold program."
-    from kgqa_nb.metaqa import load_metaqa_split
+    from kgqa_nb.datasets.metaqa import load_metaqa_split
     kg, g = metaqa
     ex = KoPLExecutor(kg)
     qs = load_metaqa_split(hop, 'dev')[:60]
@@ -267,7 +267,7 @@ def test_metaqa_missing_direction_from_symkgqa_text(metaqa):
 
 def test_smollm2_chooses_among_candidates(tmp_path):
     pytest.importorskip('llama_cpp')
-    from kgqa_nb.llm import LLMUnavailableError, get_backend
+    from kgqa_nb.llm.backends import LLMUnavailableError, get_backend
     try: llm = get_backend('smollm2-135m', cache=tmp_path/'responses.sqlite', n_threads=1)
     except LLMUnavailableError as e: pytest.skip(str(e))
     steps = SLIPS[:2]

@@ -6,13 +6,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from kgqa_nb.core import data_dir, package_data
-from kgqa_nb.executor import KoPLExecutor
-from kgqa_nb.kg import load_kb
-from kgqa_nb.kbcoder import (KBCoder, KBLinker, Variant, bracketed_topic, kg_runner, link_slots, read_generation,
+from kgqa_nb.kopl.executor import KoPLExecutor
+from kgqa_nb.kg.store import load_kb
+from kgqa_nb.systems.kbcoder import (KBCoder, KBLinker, Variant, bracketed_topic, kg_runner, link_slots, read_generation,
                              search_candidates)
-from kgqa_nb.llm import FakeBackend
-from kgqa_nb.prompts import PromptError, kbcoder_calls, kopl_to_sexpr
-from kgqa_nb.sexpr import (ConversionError, SExprError, program_to_sexpr, read_sexpr, sexpr_answers, sexpr_to_program,
+from kgqa_nb.llm.backends import FakeBackend
+from kgqa_nb.programs.prompts import PromptError, kbcoder_calls, kopl_to_sexpr
+from kgqa_nb.programs.sexpr import (ConversionError, SExprError, program_to_sexpr, read_sexpr, sexpr_answers, sexpr_to_program,
                            sexpr_to_text, strip_directions, validate_sexpr)
 
 NBS = Path(__file__).resolve().parents[1] / 'nbs'
@@ -35,7 +35,7 @@ def metaqa():
 # ---- canonical random S-expressions over the fixture KB ----
 
 def _names(kind):
-    from kgqa_nb.embed import kg_elements
+    from kgqa_nb.kg.embed import kg_elements
     return sorted(set(kg_elements(FIXTURE)[kind]))
 
 ENTITY_NAMES = [n for n in _names('entities') if n not in set(FIXTURE.concept_names)]
@@ -99,7 +99,7 @@ def test_validation_names_the_node():
 # ---- fixture programs (the benchmark generator's, every KoPL function) ----
 
 def test_fixture_programs_in_the_overlap_keep_their_answers():
-    from kgqa_nb import benchgen as bg
+    from kgqa_nb.datasets import benchgen as bg
     kb = json.loads(package_data('fixture_kb.json').read_text())
     qs = [q for split in bg.generate_benchmark(kb, 100, seed=0).values() for q in split]
     converted = 0
@@ -128,7 +128,7 @@ def _same(a, b):
 
 @pytest.mark.usefixtures('needs_metaqa')
 def test_metaqa_gold_programs_round_trip(metaqa):
-    from kgqa_nb.metaqa import load_metaqa_split
+    from kgqa_nb.datasets.metaqa import load_metaqa_split
     kg, ex = metaqa
     for hop in (1, 2, 3):
         qs = load_metaqa_split(hop, 'dev')[::25]
@@ -143,8 +143,8 @@ def test_metaqa_gold_programs_round_trip(metaqa):
 @pytest.mark.usefixtures('needs_metaqa')
 def test_answers_without_topic_equals_execute_without_topic(metaqa):
     import random
-    from kgqa_nb.kbcoder import answers_without_topic
-    from kgqa_nb.metaqa import TYPE_RELATION, execute_without_topic, load_metaqa_split, path_program
+    from kgqa_nb.systems.kbcoder import answers_without_topic
+    from kgqa_nb.datasets.metaqa import TYPE_RELATION, execute_without_topic, load_metaqa_split, path_program
     kg, ex = metaqa
     rng = random.Random(0)
     rels = sorted(set(TYPE_RELATION.values()))
@@ -159,8 +159,8 @@ def test_answers_without_topic_equals_execute_without_topic(metaqa):
 @pytest.mark.usefixtures('needs_metaqa')
 def test_search_with_gold_call_sequences_finds_the_gold_answers(metaqa):
     "With the calls a perfect model would write (directions dropped), hard match + both directions + first non-empty answer."
-    from kgqa_nb.metaqa_stages import metaqa_questions
-    from kgqa_nb.pipeline import score
+    from kgqa_nb.datasets.metaqa_stages import metaqa_questions
+    from kgqa_nb.systems.pipeline import score
     kg, ex = metaqa
     linker = KBLinker(kg, None)
     qs = metaqa_questions((1, 2, 3), 30, 0)
@@ -175,8 +175,8 @@ def test_search_with_gold_call_sequences_finds_the_gold_answers(metaqa):
 
 @pytest.mark.usefixtures('needs_metaqa')
 def test_kbcoder6_on_metaqa_votes_and_counts_format_errors(metaqa):
-    from kgqa_nb.metaqa import load_metaqa_split
-    from kgqa_nb.prompts import Demo
+    from kgqa_nb.datasets.metaqa import load_metaqa_split
+    from kgqa_nb.programs.prompts import Demo
     kg, ex = metaqa
     qs = [q for q in load_metaqa_split(1, 'dev')[:20]]
     demos = [Demo(q.question, q.program, [q.topic], id=f'd{k}') for k, q in enumerate(qs[10:14])]
@@ -192,7 +192,7 @@ def test_kbcoder6_on_metaqa_votes_and_counts_format_errors(metaqa):
 # ---- SPARQL on the mini Freebase graph vs our executor on the same triples ----
 
 def _fb():
-    from kgqa_nb.sparql import freebase_mini_graph, rdf_to_kg, RdflibStore
+    from kgqa_nb.programs.sexpr_sparql import freebase_mini_graph, rdf_to_kg, RdflibStore
     g = freebase_mini_graph()
     return RdflibStore(g), rdf_to_kg(g)
 
@@ -225,8 +225,8 @@ def _fb_sexpr():
 @given(_fb_sexpr())
 @example(('COUNT', ('JOIN', 'film.actor.film', 'film.performance')))  # one actor reached through two performances: counted once
 def test_sparql_and_kopl_agree_on_the_mini_freebase_graph(s):
-    from kgqa_nb.executor import ExecutionError
-    from kgqa_nb.sparql import sexpr_answers_sparql
+    from kgqa_nb.kopl.executor import ExecutionError
+    from kgqa_nb.programs.sexpr_sparql import sexpr_answers_sparql
     try: ours = sexpr_answers(FB_EX, s)
     except ExecutionError: return  # e.g. ARGMAX over a set with no numbers: KoPL raises, SPARQL answers nothing
     assert set(sexpr_answers_sparql(FB_STORE, s)) == set(ours), s
@@ -239,7 +239,7 @@ papermill = pytest.importorskip('papermill')
 @pytest.mark.usefixtures('needs_metaqa')
 def test_run_kbcoder_smoke(tmp_path, metaqa):
     "KB-Coder(6)-R end to end on 2 questions per hop and 2 WebQSP questions; the MetaQA index is used only when it is already built."
-    from kgqa_nb.embed import kg_fingerprint
+    from kgqa_nb.kg.embed import kg_fingerprint
     home_indexes = Path.home() / '.cache' / 'kgqa_nb' / 'indexes'  # building it takes ~15 minutes: never here
     have_index = (home_indexes / f'{kg_fingerprint(metaqa[0])}-all-MiniLM-L6-v2' / 'manifest.json').exists()
     m, w = tmp_path / 'metaqa.json', tmp_path / 'webqsp.json'

@@ -1,4 +1,4 @@
-"""Differential tests of KoPL on SPARQL (kgqa_nb.kopl_sparql over the RDF view of kgqa_nb.rdf) against the in-memory
+"""Differential tests of KoPL on SPARQL (kgqa_nb.kopl.sparql over the RDF view of kgqa_nb.kg.rdf) against the in-memory
 executor, which is the specification (it matches the official engine, tests/test_differential.py):
 
 (a) hypothesis-generated programs on the fixture KB (test_differential's strategies, junk inputs included), the demo
@@ -12,7 +12,7 @@ executor, which is the specification (it matches the official engine, tests/test
     computes from the KG's columns, and reading the whole KG back from the store gives the KG's own description;
     names and values holding quotes, backslashes, newlines, control and non-ASCII characters survive.
 
-Accepted differences (`ACCEPTED`, documented at the end of nbs/30_kopl_sparql.ipynb): only lone surrogates, which
+Accepted differences (`ACCEPTED`, documented at the end of nbs/13_kopl.sparql.ipynb): only lone surrogates, which
 no RDF literal can hold. Set KGQA_DIFF_EXAMPLES for more hypothesis examples (default 300 per test, as in
 test_differential)."""
 from __future__ import annotations
@@ -26,13 +26,14 @@ import pytest
 pytest.importorskip('pyoxigraph')
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from kgqa_nb import benchgen as bg, rdf, synthkb
+from kgqa_nb.datasets import benchgen as bg, synthkb
+from kgqa_nb.kg import rdf
 from kgqa_nb.core import package_data
-from kgqa_nb.executor import ExecutionError, KoPLExecutor
-from kgqa_nb.functions import CLOSED_KINDS, ENTITIES, FACTS, FUNCTIONS, accepts
-from kgqa_nb.kg import from_kopl_dict, load_kb
-from kgqa_nb.kopl_sparql import BackendError, SparqlExecutor, kg_executor, kopl_to_sparql, sparql_vocabulary
-from kgqa_nb.reference import canonical
+from kgqa_nb.kopl.executor import ExecutionError, KoPLExecutor
+from kgqa_nb.kopl.functions import CLOSED_KINDS, ENTITIES, FACTS, FUNCTIONS, accepts
+from kgqa_nb.kg.store import from_kopl_dict, load_kb
+from kgqa_nb.kopl.sparql import BackendError, SparqlExecutor, kg_executor, kopl_to_sparql, sparql_vocabulary
+from kgqa_nb.kopl.reference import canonical
 
 try:  # the fixture's hand-written programs and strategies (that module needs the official `kopl` engine)
     import test_differential as td
@@ -252,7 +253,7 @@ def test_fixture_handwritten(differential, i):
 def test_fixture_handwritten_on_rdflib(differential):
     "A third SPARQL engine for the plain SPARQL 1.1 dialect: rdflib over the parsed N-Triples."
     import rdflib
-    from kgqa_nb.sparql import RdflibStore
+    from kgqa_nb.programs.sexpr_sparql import RdflibStore
     graph = rdflib.Graph()
     graph.parse(data=''.join(rdf.ntriples(kg_of('fixture'))), format='nt')
     ex = SparqlExecutor(RdflibStore(graph))
@@ -300,7 +301,7 @@ def test_random_programs_are_informative_and_cover_the_registry(name):
 
 @pytest.mark.parametrize('name', ['demo', 'synthetic'])
 def test_benchmark_shapes(name):
-    "The executor benchmark's template programs (kgqa_nb.synthkb), as drawn: all agree, most answer something."
+    "The executor benchmark's template programs (kgqa_nb.datasets.synthkb), as drawn: all agree, most answer something."
     answers = [check(name, p) for p in VOCABS[name].templates]
     assert sum(1 for a in answers if not is_error(a) and a not in ([], '0')) >= 0.7 * len(answers)
 
@@ -321,7 +322,7 @@ def test_demo_benchmark_gold_programs():
 
 
 def test_mini_metaqa_gold_programs(tmp_path):
-    from kgqa_nb.metaqa import execute_gold, execute_without_topic, load_metaqa_split, write_mini_metaqa
+    from kgqa_nb.datasets.metaqa import execute_gold, execute_without_topic, load_metaqa_split, write_mini_metaqa
     root = write_mini_metaqa(tmp_path/'metaqa')
     kg = load_kb(root/'kb.txt')
     memory, sparql = kg_executor(kg, 'memory'), kg_executor(kg, 'oxigraph')
@@ -392,7 +393,7 @@ ROUND_TRIP_KBS = {
     'fixture-old-schema': lambda tmp: load_kb(package_data('fixture_kb_old.json')),
     'demo': lambda tmp: load_kb(package_data('demo_kb.json')),
     'synthetic': lambda tmp: kg_of('synthetic'),
-    'mini-metaqa': lambda tmp: load_kb(__import__('kgqa_nb.metaqa', fromlist=['x']).write_mini_metaqa(tmp)/'kb.txt'),
+    'mini-metaqa': lambda tmp: load_kb(__import__('kgqa_nb.datasets.metaqa', fromlist=['x']).write_mini_metaqa(tmp)/'kb.txt'),
     'tricky': lambda tmp: from_kopl_dict(tricky_kb(TRICKY)),
 }
 
@@ -435,7 +436,7 @@ def test_store_counts_match_the_kg(name):
 def test_tricky_texts(mode):
     "Quotes, backslashes (a backslash before u too), newlines, NUL, non-ASCII, IRI syntax in names, keys, relations, units."
     import rdflib
-    from kgqa_nb.sparql import RdflibStore
+    from kgqa_nb.programs.sexpr_sparql import RdflibStore
     kg = from_kopl_dict(tricky_kb(TRICKY))
     memory = KoPLExecutor(kg)
     if mode == 'rdflib':
@@ -470,7 +471,7 @@ def test_lone_surrogates_are_the_accepted_difference():
 # ----------------------------------------------------------------------------------------------- vocabulary, backends
 @pytest.mark.parametrize('name', ['fixture', 'demo', 'synthetic', 'mini-metaqa'])
 def test_vocabulary_from_the_store(name, tmp_path):
-    from kgqa_nb.grammar import kg_vocabulary
+    from kgqa_nb.programs.grammar import kg_vocabulary
     kg = ROUND_TRIP_KBS[name](tmp_path) if name == 'mini-metaqa' else kg_of(name)
     a, b = kg_vocabulary(kg, cache=False), sparql_vocabulary(rdf.oxigraph_store(kg), cache=False)
     assert (a.names, a.units, a.entities_constrained) == (b.names, b.units, b.entities_constrained)
@@ -498,7 +499,7 @@ def test_backends_and_their_errors():
 
 def test_error_classes_follow_the_executor():
     "The same exception classes as KoPLExecutor, for the same programs (static checks, then the KG's)."
-    from kgqa_nb.functions import ArityError, DependencyError, InvalidInputError, TypeMismatchError, UnknownFunctionError
+    from kgqa_nb.kopl.functions import ArityError, DependencyError, InvalidInputError, TypeMismatchError, UnknownFunctionError
     P = lambda *steps: [{'function': s[0], 'inputs': list(s[1:])} for s in steps]
     cases = [(P(('Find', 'Paris'), ('Fly',)), UnknownFunctionError), (P(('Find', 'Paris'), ('QueryAttr',)), ArityError),
              (P(('Count',)), DependencyError), (P(('Find', 'Paris'), ('QueryName',), ('Count',)), TypeMismatchError),

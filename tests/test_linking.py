@@ -6,10 +6,10 @@ import pytest
 pytest.importorskip('spacy')
 pytest.importorskip('rapidfuzz')
 
-from kgqa_nb.benchgen import demo_benchmark, demo_kb_dict
-from kgqa_nb.facts import oracle_mentions
-from kgqa_nb.kg import from_kopl_dict
-from kgqa_nb.linking import (EntityLinker, Linked, LinkingError, drop_a_letter, link_metaqa, link_oracle,
+from kgqa_nb.datasets.benchgen import demo_benchmark, demo_kb_dict
+from kgqa_nb.stages.facts import oracle_mentions
+from kgqa_nb.kg.store import from_kopl_dict
+from kgqa_nb.stages.linking import (EntityLinker, Linked, LinkingError, drop_a_letter, link_metaqa, link_oracle,
                              linking_scores, load_spacy)
 
 
@@ -82,8 +82,8 @@ def test_oracle_mode_is_the_gold_program(questions):
 def test_metaqa_topics_and_fallback():
     from kgqa_nb.core import data_dir
     kb = data_dir('metaqa/kb.txt')
-    from kgqa_nb.kg import load_kb
-    from kgqa_nb.metaqa import load_metaqa_split
+    from kgqa_nb.kg.store import load_kb
+    from kgqa_nb.datasets.metaqa import load_metaqa_split
     mkg = load_kb(kb)
     qs = load_metaqa_split(1, 'dev')
     for q in qs[:2000]:

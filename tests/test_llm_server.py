@@ -1,5 +1,5 @@
 """Integration test: llama.cpp's OpenAI-compatible server with SmolLM2-135M on 127.0.0.1, reached through
-`kgqa_nb.llm.OpenAIBackend` (completions endpoint). Needs the LLM packages (scripts/install_llm.sh)."""
+`kgqa_nb.llm.backends.OpenAIBackend` (completions endpoint). Needs the LLM packages (scripts/install_llm.sh)."""
 import os, socket, subprocess, sys, time, urllib.request
 from pathlib import Path
 import pytest
@@ -7,7 +7,7 @@ import pytest
 # before llama.cpp is loaded (importorskip below loads it): OpenMP reads this once, and its spinning threads
 # starve each other on a shared 2-core machine (the in-process tests ran 10-20 times slower without it)
 os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
-from kgqa_nb.llm import (CachedBackend, ConstraintUnsupportedError, Decoding, LLMUnavailableError, OpenAIBackend,
+from kgqa_nb.llm.backends import (CachedBackend, ConstraintUnsupportedError, Decoding, LLMUnavailableError, OpenAIBackend,
                          local_model_path, usage_summary)
 
 pytest.importorskip('llama_cpp.server', reason='needs llama-cpp-python[server] (scripts/install_llm.sh)')
@@ -206,7 +206,7 @@ DIGITS = Decoding(max_tokens=12, grammar='root ::= [0-9] ([ ,] [0-9])*')
 def engines():
     "One SmolLM2 backend per grammar engine."
     pytest.importorskip('llguidance', reason='needs llguidance (scripts/install_llm.sh)')
-    from kgqa_nb.llm import get_backend
+    from kgqa_nb.llm.backends import get_backend
     return {e: get_backend('smollm2-135m', cache=False, engine=e) for e in ('gbnf', 'llguidance')}
 
 
@@ -229,11 +229,11 @@ def test_engines_give_the_same_greedy_text(engines):
 
 def test_kopl_grammar_under_both_engines(engines):
     "A generated KoPL grammar (CodeAlignKGQA syntax) gives a parseable program, the same under both engines."
-    import kgqa_nb.prompts
-    from kgqa_nb.grammar import program_grammar
-    from kgqa_nb.parse import parse_generation
-    parts = kgqa_nb.prompts.codealign_prompt('How many countries have more than 50 million people?', [], ['country'],
-                                             demos=list(kgqa_nb.prompts.DemoPool.manual_kqapro())[:3],
+    import kgqa_nb.programs.prompts
+    from kgqa_nb.programs.grammar import program_grammar
+    from kgqa_nb.programs.parse import parse_generation
+    parts = kgqa_nb.programs.prompts.codealign_prompt('How many countries have more than 50 million people?', [], ['country'],
+                                             demos=list(kgqa_nb.programs.prompts.DemoPool.manual_kqapro())[:3],
                                              include_facts=False)
     d = Decoding(max_tokens=128, stop=parts.stop, grammar=program_grammar('codealign', 'syntax').gbnf())
     b = engines['llguidance']  # one backend, the engine switched between calls: the long prompt is read once
@@ -252,7 +252,7 @@ def test_kopl_grammar_under_both_engines(engines):
 
 
 def test_llguidance_problems_are_call_errors(engines):
-    from kgqa_nb.llm import LLMCallError
+    from kgqa_nb.llm.backends import LLMCallError
     b = engines['llguidance']
     for bad, says in [('root ::= [a-', 'Unexpected end of input'), ('root ::= missing', "Rule 'missing' not found"),
                       ('start ::= "a"', "No 'root' rule"), ('root ::= x\nx ::= x "b"', 'NoExtension'),

@@ -1,6 +1,6 @@
 """Gold MetaQA programs over the real MetaQA KB, on the full dev splits (9,992 / 14,872 / 14,274 questions).
 
-Each question's gold KoPL program (Find(topic), one Relate per hop, What; see nbs/05_metaqa.ipynb) runs on
+Each question's gold KoPL program (Find(topic), one Relate per hop, What; see nbs/71_datasets.metaqa.ipynb) runs on
 `KoPLExecutor(load_kb(data_dir('metaqa/kb.txt')))`. The claim: Hits@1 >= 99.9% on every hop, and every
 question whose predicted set differs from the gold set is explained by one of the two known defects of
 the data, never by the program:
@@ -14,10 +14,10 @@ Run `pytest tests/test_metaqa_gold.py -s` to see the per-hop table.
 import time
 import pytest
 from kgqa_nb.core import data_dir
-from kgqa_nb.kg import load_kb
-from kgqa_nb.executor import KoPLExecutor
-from kgqa_nb.metaqa import load_metaqa_split, execute_gold
-from kgqa_nb.evaluate import multi_answer_scores
+from kgqa_nb.kg.store import load_kb
+from kgqa_nb.kopl.executor import KoPLExecutor
+from kgqa_nb.datasets.metaqa import load_metaqa_split, execute_gold
+from kgqa_nb.eval.metrics import multi_answer_scores
 
 SIZES = {1: 9992, 2: 14872, 3: 14274}
 _GOLD_RUNS: dict[int, tuple[list, list, float]] = {}  # hop -> (questions, execute_gold answers, seconds), shared by the tests
@@ -88,7 +88,7 @@ def test_gold_programs_reach_gold_answers(kb, hop):
 @pytest.mark.parametrize('hop', [1, 2, 3])
 def test_system_scoring_matches_gold_rule(kb, hop):
     "`execute_without_topic` (no qtype needed) agrees with `execute_gold` except on name collisions; the plain path does not."
-    from kgqa_nb.metaqa import execute_without_topic
+    from kgqa_nb.datasets.metaqa import execute_without_topic
     executor = KoPLExecutor(kb)
     questions, gold_runs, _ = _gold_runs(kb, hop)
     t0 = time.perf_counter()

@@ -1,14 +1,14 @@
-"""The MetaQA code paths on the mini MetaQA folder the project writes itself (`kgqa_nb.metaqa.write_mini_metaqa`,
+"""The MetaQA code paths on the mini MetaQA folder the project writes itself (`kgqa_nb.datasets.metaqa.write_mini_metaqa`,
 from the demo KB's films), so that a fresh clone without the benchmark data still exercises them: gold programs,
 linking, the three program grammars at the KG level, NS-KGQA's resolver and subgraph builder, grounding with a
 KGIndex, and both LLM pipelines end to end (a scripted LLM that writes each question's gold program)."""
 import random
 import pytest
 
-from kgqa_nb.executor import KoPLExecutor
-from kgqa_nb.kg import load_kb
-from kgqa_nb.metaqa import load_metaqa_split, qtype_hops, execute_without_topic, write_mini_metaqa
-from kgqa_nb.prompts import CODEALIGN_ANSWER_START, codealign_steps, symkgqa_steps
+from kgqa_nb.kopl.executor import KoPLExecutor
+from kgqa_nb.kg.store import load_kb
+from kgqa_nb.datasets.metaqa import load_metaqa_split, qtype_hops, execute_without_topic, write_mini_metaqa
+from kgqa_nb.programs.prompts import CODEALIGN_ANSWER_START, codealign_steps, symkgqa_steps
 
 HOPS = (1, 2, 3)
 
@@ -29,7 +29,7 @@ def test_the_folder_reads_like_metaqa(mini):
 
 
 def test_topics_are_linked_verbatim(mini):
-    from kgqa_nb.linking import link_metaqa
+    from kgqa_nb.stages.linking import link_metaqa
     _, kg, dev = mini
     for q in (q for h in HOPS for q in dev[h]):
         linked = link_metaqa(q.question, kg)
@@ -37,8 +37,8 @@ def test_topics_are_linked_verbatim(mini):
 
 
 def test_gold_programs_are_in_every_kg_level_grammar(mini):
-    from kgqa_nb.grammar import codealign_grammar, kbcoder_grammar, kg_vocabulary, symkgqa_grammar
-    from kgqa_nb.prompts import kbcoder_calls, kopl_to_sexpr
+    from kgqa_nb.programs.grammar import codealign_grammar, kbcoder_grammar, kg_vocabulary, symkgqa_grammar
+    from kgqa_nb.programs.prompts import kbcoder_calls, kopl_to_sexpr
     _, kg, dev = mini
     vocab = kg_vocabulary(kg, cache=False)
     ca, sk, kb = codealign_grammar(vocab), symkgqa_grammar(vocab), kbcoder_grammar(vocab)
@@ -50,8 +50,8 @@ def test_gold_programs_are_in_every_kg_level_grammar(mini):
 
 
 def test_nskgqa_oracle_subgraphs_agree_with_the_executor(mini):
-    from kgqa_nb.qgraph import path_qgraph
-    from kgqa_nb.resolver import KBView, ResolverConfig, SymbolicResolver, metaqa_concepts
+    from kgqa_nb.systems.qgraph import path_qgraph
+    from kgqa_nb.systems.resolver import KBView, ResolverConfig, SymbolicResolver, metaqa_concepts
     _, kg, dev = mini
     ex = KoPLExecutor(kg)
     res = SymbolicResolver(KBView(kg, extra_concepts=metaqa_concepts(kg)), ResolverConfig(exclude_topic=True))
@@ -61,8 +61,8 @@ def test_nskgqa_oracle_subgraphs_agree_with_the_executor(mini):
 
 
 def test_nskgqa_generated_subgraphs_find_the_gold_path(mini):
-    from kgqa_nb.qgraph import METAQA_RELATION_ALIASES, RelationMatcher, SubgraphBuilder
-    from kgqa_nb.resolver import KBView, ResolverConfig, SymbolicResolver, metaqa_concepts
+    from kgqa_nb.systems.qgraph import METAQA_RELATION_ALIASES, RelationMatcher, SubgraphBuilder
+    from kgqa_nb.systems.resolver import KBView, ResolverConfig, SymbolicResolver, metaqa_concepts
     _, kg, dev = mini
     builder = SubgraphBuilder(RelationMatcher(kg, aliases=METAQA_RELATION_ALIASES, extra_concepts=['movie']),
                               relation_threshold=0.55)
@@ -75,14 +75,14 @@ def test_nskgqa_generated_subgraphs_find_the_gold_path(mini):
 
 @pytest.fixture(scope='module')
 def grounder(mini, tmp_path_factory):
-    from kgqa_nb.embed import KGIndex
-    from kgqa_nb.grounding import Grounder
+    from kgqa_nb.kg.embed import KGIndex
+    from kgqa_nb.stages.grounding import Grounder
     _, kg, _ = mini
     return Grounder(kg, KGIndex(kg, path=tmp_path_factory.mktemp('indexes'), progress=False), None, use_cache=False)
 
 
 def test_gold_programs_need_no_grounding_and_slips_are_grounded(mini, grounder):
-    from kgqa_nb.grounding import needed_grounding
+    from kgqa_nb.stages.grounding import needed_grounding
     _, kg, dev = mini
     words = {'directed_by': 'director', 'starred_actors': 'actor', 'release_year': 'release date',
              'in_language': 'language', 'has_genre': 'genre'}
@@ -109,10 +109,10 @@ def scripted_gold(questions, system):
 
 @pytest.mark.parametrize('name', ['codealign', 'codealign_kg', 'symkgqa', 'no_facts'])
 def test_the_pipelines_run_end_to_end(mini, tmp_path, name):
-    from kgqa_nb.experiments import experiment_config
-    from kgqa_nb.llm import FakeBackend
-    from kgqa_nb.metaqa_stages import metaqa_questions, metaqa_stages
-    from kgqa_nb.pipeline import run_pipeline, summarize
+    from kgqa_nb.systems.experiments import experiment_config
+    from kgqa_nb.llm.backends import FakeBackend
+    from kgqa_nb.datasets.metaqa_stages import metaqa_questions, metaqa_stages
+    from kgqa_nb.systems.pipeline import run_pipeline, summarize
     root, _, _ = mini
     qs = metaqa_questions(n_per_hop=8, root=root)
     cfg = experiment_config(name)
@@ -128,10 +128,10 @@ def test_the_pipelines_run_end_to_end(mini, tmp_path, name):
 
 def test_the_pipeline_gives_the_same_records_on_oxigraph(mini, tmp_path):
     "kg_backend='oxigraph': programs run on the embedded SPARQL store, with the in-memory run's predictions."
-    from kgqa_nb.experiments import experiment_config
-    from kgqa_nb.llm import FakeBackend
-    from kgqa_nb.metaqa_stages import metaqa_questions, metaqa_stages
-    from kgqa_nb.pipeline import run_pipeline, summarize
+    from kgqa_nb.systems.experiments import experiment_config
+    from kgqa_nb.llm.backends import FakeBackend
+    from kgqa_nb.datasets.metaqa_stages import metaqa_questions, metaqa_stages
+    from kgqa_nb.systems.pipeline import run_pipeline, summarize
     root, _, _ = mini
     qs = metaqa_questions(n_per_hop=8, root=root)
     cfg = experiment_config('codealign_kg')  # the KG-level grammar reads the executor's local KG

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kgqa_nb.core import data_dir, package_data
-from kgqa_nb.kg import load_kb
-from kgqa_nb.executor import KoPLExecutor
-from kgqa_nb.metaqa import load_metaqa_split, qtype_hops, execute_without_topic
-from kgqa_nb.embed import Embedder
-from kgqa_nb.qgraph import (RelationMatcher, SubgraphBuilder, METAQA_RELATION_ALIASES, path_qgraph, Parse, Token,
+from kgqa_nb.kg.store import load_kb
+from kgqa_nb.kopl.executor import KoPLExecutor
+from kgqa_nb.datasets.metaqa import load_metaqa_split, qtype_hops, execute_without_topic
+from kgqa_nb.kg.embed import Embedder
+from kgqa_nb.systems.qgraph import (RelationMatcher, SubgraphBuilder, METAQA_RELATION_ALIASES, path_qgraph, Parse, Token,
                             QuestionParser, SpacyParser, format_qgraph)
-from kgqa_nb.resolver import KBView, SymbolicResolver, ResolverConfig, metaqa_concepts, convert_value
+from kgqa_nb.systems.resolver import KBView, SymbolicResolver, ResolverConfig, metaqa_concepts, convert_value
 
 NBS = Path(__file__).resolve().parents[1] / 'nbs'
 

@@ -1,4 +1,4 @@
-"""Round-trip and robustness tests of `kgqa_nb.parse` (issue 3, "Prove it").
+"""Round-trip and robustness tests of `kgqa_nb.programs.parse` (issue 3, "Prove it").
 
 Round trip: every gold program (the seeds' manual KQA Pro demonstrations, all MetaQA dev gold
 programs, random well-typed programs from the registry) written as CodeAlignKGQA code, as SymKGQA
@@ -21,9 +21,9 @@ import pytest
 from kgqa_nb.core import data_dir
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from kgqa_nb import parse as P
-from kgqa_nb.functions import check_program
-from kgqa_nb.prompts import (DemoPool, PromptError, codealign_steps, kbcoder_calls, kopl_to_sexpr, symkgqa_steps)
+from kgqa_nb.programs import parse as P
+from kgqa_nb.kopl.functions import check_program
+from kgqa_nb.programs.prompts import (DemoPool, PromptError, codealign_steps, kbcoder_calls, kopl_to_sexpr, symkgqa_steps)
 
 READERS = [P.parse_codealign, P.parse_symkgqa, P.parse_kbcoder, P.read_codealign, P.read_symkgqa]
 
@@ -88,7 +88,7 @@ def assert_only_documented_errors(text):
 def gold_programs():
     programs = [('manual', d.program) for d in DemoPool.manual_kqapro()]
     try:
-        from kgqa_nb.metaqa import load_metaqa_split
+        from kgqa_nb.datasets.metaqa import load_metaqa_split
         for hop in (1, 2, 3):
             programs += [(f'metaqa-{hop}', q.program) for q in load_metaqa_split(hop, 'dev') if q.program]
     except (ImportError, FileNotFoundError): pass

@@ -19,7 +19,7 @@ list index, and `[key=value]` filters over a list of objects (chained filters na
 needs exactly one object left): `demo.rows[config=no_facts_kg_guided].accuracy`. A CSV file is a list of rows (its
 values are read as numbers); a text file (.log, .md) is read with `re:<regex>`, the first group being the value.
 
-The results page `outputs/README.md` is generated from the same files by `kgqa_nb.report` (`make report`): the test
+The results page `outputs/README.md` is generated from the same files by `kgqa_nb.eval.report` (`make report`): the test
 checks that it is exactly what the report module writes from the committed outputs, so each of its figures is a file's.
 
 A coarser net stays for the blocks' other numbers (sample sizes, settings, secondary figures): each must occur, at its
@@ -476,8 +476,8 @@ def test_headline_figures_are_printed_in_their_blocks():
 
 
 def test_results_page_is_the_report_of_the_outputs(tmp_path):
-    "outputs/README.md is exactly what kgqa_nb.report writes from the committed outputs (`make report`)."
-    from kgqa_nb.report import write_report
+    "outputs/README.md is exactly what kgqa_nb.eval.report writes from the committed outputs (`make report`)."
+    from kgqa_nb.eval.report import write_report
     assert (OUTPUTS/'README.md').read_text() == write_report(OUTPUTS, tmp_path/'README.md'), \
         'outputs/README.md is not what `make report` writes from outputs/: run `make report`'
 

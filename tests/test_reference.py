@@ -1,4 +1,4 @@
-"""The wrappers around the official KoPL engines (kgqa_nb.reference): the paths the notebook's examples do not take."""
+"""The wrappers around the official KoPL engines (kgqa_nb.kopl.reference): the paths the notebook's examples do not take."""
 from __future__ import annotations
 import json
 import sys
@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip('kopl')
 from kgqa_nb.core import package_data
-from kgqa_nb.reference import (KoPLEngineReference, KoPLReference, ReferenceUnavailable, RefFailure, canonical,
+from kgqa_nb.kopl.reference import (KoPLEngineReference, KoPLReference, ReferenceUnavailable, RefFailure, canonical,
                                kopl_dependencies, same_answer)
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -30,8 +30,8 @@ def test_explicit_dependencies_run_like_forward():
 
 
 def test_kopl_dependencies_agree_with_ours():
-    "The reference's copy of kopl's inference agrees with kgqa_nb.functions.infer_dependencies on valid programs."
-    from kgqa_nb.functions import ProgramError, infer_dependencies
+    "The reference's copy of kopl's inference agrees with kgqa_nb.kopl.functions.infer_dependencies on valid programs."
+    from kgqa_nb.kopl.functions import ProgramError, infer_dependencies
     checked = 0
     for program in HANDWRITTEN:
         names = [s['function'] for s in program]

@@ -1,12 +1,12 @@
-"""The replay server (`kgqa_nb.replay`) against `OpenAIBackend`'s retries, backoff, Retry-After and rate limits: 429
+"""The replay server (`kgqa_nb.llm.replay`) against `OpenAIBackend`'s retries, backoff, Retry-After and rate limits: 429
 storms, 5xx, dropped connections, timeouts, a server killed in the middle of a batch and restarted, one that stays
 down, and the command line. No model: the server answers from a script."""
 import os, socket, subprocess, sys, threading, time, urllib.request
 from pathlib import Path
 import pytest
 
-from kgqa_nb.llm import LLMCallError, LLMUnavailableError, OpenAIBackend, RateLimiter
-from kgqa_nb.replay import Faults, ReplayServer
+from kgqa_nb.llm.backends import LLMCallError, LLMUnavailableError, OpenAIBackend, RateLimiter
+from kgqa_nb.llm.replay import Faults, ReplayServer
 
 PROMPTS = [f'question {i}' for i in range(40)]
 
@@ -125,12 +125,12 @@ def free_port() -> int:
 
 
 def test_command_line(tmp_path):
-    from kgqa_nb.llm import CachedBackend, Decoding, FakeBackend
+    from kgqa_nb.llm.backends import CachedBackend, Decoding, FakeBackend
     cache = tmp_path/'responses.sqlite'
     recorded = CachedBackend(FakeBackend(lambda p: 'from the cache', model='m'), cache)
     recorded.complete('cached prompt', Decoding(max_tokens=9))
     port = free_port()
-    proc = subprocess.Popen([sys.executable, '-m', 'kgqa_nb.replay', '--cache', str(cache), '--default', 'fallback',
+    proc = subprocess.Popen([sys.executable, '-m', 'kgqa_nb.llm.replay', '--cache', str(cache), '--default', 'fallback',
                              '--port', str(port), '--slots', '2'], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             cwd=Path(__file__).parents[1], text=True)
     try:

@@ -10,7 +10,7 @@ from rdflib.plugins.sparql import prepareQuery
 from rdflib.plugins.sparql.parserutils import CompValue
 
 from kgqa_nb.core import KGQAError
-from kgqa_nb.sparql import (FREEBASE_NS, RdflibStore, SparqlError, is_freebase_class, is_freebase_id,
+from kgqa_nb.programs.sexpr_sparql import (FREEBASE_NS, RdflibStore, SparqlError, is_freebase_class, is_freebase_id,
                             sexpr_answers_sparql, sexpr_to_sparql)
 
 INJECTION = 'a.b ?y . } UNION { ?x ?p ?o'

@@ -1,21 +1,21 @@
 """A Virtuoso left at the row cap a stock install ships (`ResultSetMaxRows = 10000`) cuts longer results without an
 error (HTTP 200, well-formed JSON, only shorter). Every per-question query still answers whole: program execution
 (`SparqlExecutor`) and the walks of `EndpointKG` read a result of exactly the cap again in pages
-(`kgqa_nb.kopl_sparql.solutions`). The KB: one concept with 12,000 members, each with a repeated colour, a unique
+(`kgqa_nb.kopl.sparql.solutions`). The KB: one concept with 12,000 members, each with a repeated colour, a unique
 serial (some non-ASCII) and a weight, all made by one company (a hub: the fact stored at both ends, as KQA Pro does).
 
 Without `virtuoso-t`/`isql-vt` (scripts/install_engines.sh) the tests skip; under CI (`CI=true`) they fail instead."""
 from collections import Counter
 import pytest
 from test_endpoints import need_engine
-from kgqa_nb import rdf
-from kgqa_nb.endpoints import VirtuosoServer
-from kgqa_nb.executor import KoPLExecutor
-from kgqa_nb.kg import from_kopl_dict
-from kgqa_nb.kopl_sparql import ROW_CAP, SparqlExecutor, row_cap
-from kgqa_nb.reference import same_answer
-from kgqa_nb.remote_kg import EndpointKG
-from kgqa_nb.sparql import EndpointStore
+from kgqa_nb.kg import rdf
+from kgqa_nb.kg.endpoints import VirtuosoServer
+from kgqa_nb.kopl.executor import KoPLExecutor
+from kgqa_nb.kg.store import from_kopl_dict
+from kgqa_nb.kopl.sparql import ROW_CAP, SparqlExecutor, row_cap
+from kgqa_nb.kopl.reference import same_answer
+from kgqa_nb.kg.remote import EndpointKG
+from kgqa_nb.programs.sexpr_sparql import EndpointStore
 
 STOCK_CAP = 10_000  # ResultSetMaxRows in the virtuoso.ini that Debian's virtuoso-opensource ships
 N = 12_000  # members of the concept: more than the cap
