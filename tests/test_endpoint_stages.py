@@ -268,5 +268,5 @@ def test_what_cannot_run_on_an_endpoint_says_so(nt_files, tmp_path):
         stages_kg(tmp_path/'kb.txt', 'memory', 'remote')
     assert stages_kg(mini_metaqa_dir()/'kb.txt', 'http://127.0.0.1:9/sparql').stats() == kg_of('mini-metaqa').stats()
     from kgqa_nb.systems.resolver import KBView
-    with pytest.raises(RemoteKGError, match=r'kgqa_nb\.\w+\.\w+ reads KG\.\w+, a column of the in-memory KG'):
+    with pytest.raises(RemoteKGError, match=r'kgqa_nb(\.\w+)+ reads KG\.\w+, a column of the in-memory KG'):
         KBView(remote)

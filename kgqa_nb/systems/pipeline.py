@@ -132,7 +132,7 @@ class GrounderLike(Protocol):
 
 @runtime_checkable
 class ExecutorLike(Protocol):
-    ("`Stages.executor`: runs a program (`executor.KoPLExecutor`, `kopl_sparql.SparqlExecutor`); the 'kg' grammar "
+    ("`Stages.executor`: runs a program (`kopl.executor.KoPLExecutor`, `kopl.sparql.SparqlExecutor`); the 'kg' grammar "
      "also reads its `kg`.")
     def answer(self, program: list) -> str | list: ...
 
