@@ -62,9 +62,9 @@ H_DEMO, H_CX, H_MQ, H_SYM, H_KBC, H_NS, H_SER, H_EX = (f'{HEAD}: {row}' for row 
     'CodeAlignKGQA (`no_facts_kg_guided`, the default)', 'CodeAlignKGQA (`no_facts_kg_guided`)',
     'CodeAlignKGQA (`no_facts_kg`', 'SymKGQA', 'KB-Coder(1)-R', 'NS-KGQA (phrases', 'CodeAlignKGQA, syntax grammar',
     'KoPL executor'))
-H_MQI, H_NAT, H_PQ, H_WC, H_NSPQ = (f'{HEAD}: {row}' for row in (
-    'CodeAlignKGQA, demonstrations induced', 'CodeAlignKGQA on questions we wrote', 'CodeAlignKGQA on PathQuestion',
-    'CodeAlignKGQA on WorldCup2014', 'NS-KGQA on PathQuestion'))
+H_MQI, H_NAT, H_LEV, H_PQ, H_WC, H_NSPQ = (f'{HEAD}: {row}' for row in (
+    'CodeAlignKGQA, demonstrations induced', 'CodeAlignKGQA on questions we wrote', 'CodeAlignKGQA on held-out levels',
+    'CodeAlignKGQA on PathQuestion', 'CodeAlignKGQA on WorldCup2014', 'NS-KGQA on PathQuestion'))
 OWN = 'own_kg.json: kgs'
 FIGURES = [  # (README block, figure as printed, 'file under outputs/: key path'[, scale])
     (TWO, '13.8', f'{C}: headline.grid_best.seconds_per_question'),
@@ -310,6 +310,9 @@ FIGURES = [  # (README block, figure as printed, 'file under outputs/: key path'
         ('300', 'summary.all.n')]],
     *[(H_NAT, f, f'generalization.json: headline.{k}') for f, k in [
         ('35.4', 'old_accuracy'), ('26.6', 'old_ci95[0]'), ('45.2', 'old_ci95[1]'), ('99', 'n')]],
+    *[(H_LEV, f, f'generalization.json: headline.held_out.{k}') for f, k in [
+        ('70.8', 'test_iid.no_facts_kg_guided.accuracy'), ('37.5', 'test_compositional.no_facts_kg_guided.accuracy'),
+        ('45.8', 'test_zero_shot.no_facts_kg_guided.accuracy'), ('24', 'test_iid.no_facts_kg_guided.n')]],
     *[(H_PQ, f, f'{OWN}.pathquestion.hits1.codealign.{k}') for f, k in [
         ('92.0', '2-hop.value'), ('52.0', '3-hop.value'), ('25', '2-hop.n'), ('25', '3-hop.n')]],
     *[(H_WC, f, f'{OWN}.worldcup2014.hits1.codealign.{k}') for f, k in [
