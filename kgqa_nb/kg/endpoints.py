@@ -14,6 +14,7 @@ import tempfile
 import time
 import urllib.parse
 from pathlib import Path
+from fastcore.basics import patch
 from ..core import KGQAError
 from ..programs.sexpr_sparql import EndpointStore, SparqlEndpointError, SparqlStore
 
@@ -85,88 +86,107 @@ class LocalEngine:
         self.proc, self.url, self.port = None, None, None
         self.load_seconds = self.start_seconds = self.disk_bytes = self.triples = None
 
-    @property
-    def log_path(self) -> Path: return self.workdir/f'{self.name}.log'
+    def check_binaries(self):
+        "Find the engine's programs (`EngineUnavailable` if one is missing); each engine defines it."
+        raise NotImplementedError
 
-    @property
-    def rss_bytes(self) -> int | None:
-        "The server's resident memory now, in bytes."
-        return process_rss(self.proc.pid) if self.proc and self.proc.poll() is None else None
-
-    def store(self, timeout: float = 60.0) -> EndpointStore:
-        "The server's endpoint, with its row cap (`max_rows`: `kopl_sparql.solutions` reads a result cut there again)."
-        store = EndpointStore(self.url, timeout)
-        store.max_rows = self.max_rows
-        return store
-
-    def stats(self) -> dict:
-        "The measurements a benchmark records."
-        return dict(engine=self.name, triples=self.triples, load_seconds=self.load_seconds,
-                    start_seconds=self.start_seconds, disk_bytes=self.disk_bytes, rss_bytes=self.rss_bytes)
-
-    def fail(self, what: str) -> EngineError:
-        "An `EngineError` saying `what` went wrong, with the end of the engine's log."
-        return EngineError(f'{self.name}: {what}\n  {self.log_path}:\n{log_tail(self.log_path)}')
-
-    def start(self):
-        "Check, load, serve, wait until it answers; stops and cleans up on any error."
-        if not self.nt_path.is_file(): raise EngineError(f'{self.name}: no N-Triples file at {self.nt_path}')
-        self.check_binaries()
-        if self.own_dir: self.workdir = Path(tempfile.mkdtemp(prefix=f'kgqa-{self.name}-'))
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        try:
-            self.load_and_serve()
-            self.triples = self.count_triples()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def wait_until_answers(self, url: str):
-        "Poll `url` with a trivial query until it answers, the server exits, or `timeout` passes."
-        store, t0 = EndpointStore(url, timeout=5), time.time()
-        while True:
-            if self.proc.poll() is not None: raise self.fail(f'the server exited with code {self.proc.returncode}')
-            try: return store.select('SELECT (1 AS ?one) WHERE {}')
-            except SparqlEndpointError as e: last = e
-            if time.time() - t0 > self.timeout:
-                raise self.fail(f'no answer from {url} after {self.timeout:.0f} s ({last})')
-            time.sleep(0.2)
-
-    def count_triples(self) -> int:
-        "How many triples the endpoint's default graph holds (a check that the load arrived whole)."
-        rows = self.store().select('SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }')
-        return int(rows[0]['n']['value'])
-
-    def stop(self):
-        "Terminate the server (kill it after 20 s), and remove the work directory if it is a temp one."
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try: self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        if self.own_dir and self.workdir is not None: shutil.rmtree(self.workdir, ignore_errors=True)
+    def load_and_serve(self):
+        "Load `nt_path` into the work directory and start the server on `url`; each engine defines it."
+        raise NotImplementedError
 
     def __enter__(self): return self.start()
     def __exit__(self, *exc): self.stop()
     def __repr__(self) -> str: return f'{type(self).__name__}({self.nt_path.name!r}, url={self.url!r})'
 
-    def spawn(self, args: list) -> subprocess.Popen:
-        "Start `args` as the server, its output appended to the log."
-        with open(self.log_path, 'ab') as log:
-            return subprocess.Popen([str(a) for a in args], stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
-                                    env={**os.environ, 'RUST_BACKTRACE': '0'}, start_new_session=True)
+# %% ../../nbs/03_kg.endpoints.ipynb #1ca7034f
+@patch(as_prop=True)
+def log_path(self: LocalEngine) -> Path:
+    "The server's log file, `<workdir>/<engine>.log`."
+    return self.workdir/f'{self.name}.log'
 
-    def run_logged(self, args: list, timeout: float | None = None) -> subprocess.CompletedProcess:
-        "Run `args` to the end, its output appended to the log and returned."
-        r = subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=self.workdir,
-                           env={**os.environ, 'RUST_BACKTRACE': '0'}, timeout=timeout or self.timeout)
-        with open(self.log_path, 'a') as log: log.write(r.stdout + r.stderr)
-        return r
+@patch(as_prop=True)
+def rss_bytes(self: LocalEngine) -> int | None:
+    "The server's resident memory now, in bytes."
+    return process_rss(self.proc.pid) if self.proc and self.proc.poll() is None else None
 
-    def check_binaries(self): raise NotImplementedError
-    def load_and_serve(self): raise NotImplementedError
+@patch
+def store(self: LocalEngine, timeout: float = 60.0) -> EndpointStore:
+    "The server's endpoint, with its row cap (`max_rows`: `kopl_sparql.solutions` reads a result cut there again)."
+    store = EndpointStore(self.url, timeout)
+    store.max_rows = self.max_rows
+    return store
+
+@patch
+def stats(self: LocalEngine) -> dict:
+    "The measurements a benchmark records."
+    return dict(engine=self.name, triples=self.triples, load_seconds=self.load_seconds,
+                start_seconds=self.start_seconds, disk_bytes=self.disk_bytes, rss_bytes=self.rss_bytes)
+
+@patch
+def fail(self: LocalEngine, what: str) -> EngineError:
+    "An `EngineError` saying `what` went wrong, with the end of the engine's log."
+    return EngineError(f'{self.name}: {what}\n  {self.log_path}:\n{log_tail(self.log_path)}')
+
+# %% ../../nbs/03_kg.endpoints.ipynb #d20fa57c
+@patch
+def start(self: LocalEngine):
+    "Check, load, serve, wait until it answers; stops and cleans up on any error."
+    if not self.nt_path.is_file(): raise EngineError(f'{self.name}: no N-Triples file at {self.nt_path}')
+    self.check_binaries()
+    if self.own_dir: self.workdir = Path(tempfile.mkdtemp(prefix=f'kgqa-{self.name}-'))
+    self.workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        self.load_and_serve()
+        self.triples = self.count_triples()
+    except BaseException:
+        self.stop()
+        raise
+    return self
+
+@patch
+def wait_until_answers(self: LocalEngine, url: str):
+    "Poll `url` with a trivial query until it answers, the server exits, or `timeout` passes."
+    store, t0 = EndpointStore(url, timeout=5), time.time()
+    while True:
+        if self.proc.poll() is not None: raise self.fail(f'the server exited with code {self.proc.returncode}')
+        try: return store.select('SELECT (1 AS ?one) WHERE {}')
+        except SparqlEndpointError as e: last = e
+        if time.time() - t0 > self.timeout:
+            raise self.fail(f'no answer from {url} after {self.timeout:.0f} s ({last})')
+        time.sleep(0.2)
+
+@patch
+def count_triples(self: LocalEngine) -> int:
+    "How many triples the endpoint's default graph holds (a check that the load arrived whole)."
+    rows = self.store().select('SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }')
+    return int(rows[0]['n']['value'])
+
+@patch
+def stop(self: LocalEngine):
+    "Terminate the server (kill it after 20 s), and remove the work directory if it is a temp one."
+    if self.proc is not None and self.proc.poll() is None:
+        self.proc.terminate()
+        try: self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+    if self.own_dir and self.workdir is not None: shutil.rmtree(self.workdir, ignore_errors=True)
+
+# %% ../../nbs/03_kg.endpoints.ipynb #bfd2b319
+@patch
+def spawn(self: LocalEngine, args: list) -> subprocess.Popen:
+    "Start `args` as the server, its output appended to the log."
+    with open(self.log_path, 'ab') as log:
+        return subprocess.Popen([str(a) for a in args], stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
+                                env={**os.environ, 'RUST_BACKTRACE': '0'}, start_new_session=True)
+
+@patch
+def run_logged(self: LocalEngine, args: list, timeout: float | None = None) -> subprocess.CompletedProcess:
+    "Run `args` to the end, its output appended to the log and returned."
+    r = subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=self.workdir,
+                       env={**os.environ, 'RUST_BACKTRACE': '0'}, timeout=timeout or self.timeout)
+    with open(self.log_path, 'a') as log: log.write(r.stdout + r.stderr)
+    return r
 
 # %% ../../nbs/03_kg.endpoints.ipynb #c07e8d91
 class OxigraphServer(LocalEngine):
@@ -182,9 +202,12 @@ class OxigraphServer(LocalEngine):
         super().__init__(nt_path, workdir, timeout, load_timeout)
         self.binary, self.query_timeout_s = binary, query_timeout_s
 
-    def check_binaries(self): self.bin = find_binary(self.binary, INSTALL_HINT['oxigraph'])
+    def check_binaries(self):
+        "Find the `oxigraph` CLI."
+        self.bin = find_binary(self.binary, INSTALL_HINT['oxigraph'])
 
     def load_and_serve(self):
+        "Bulk-load the file with `oxigraph load` into `<workdir>/db`, then serve it read-only on a free port."
         db = self.workdir/'db'
         if db.exists() and any(db.iterdir()): raise EngineError(f'{self.name}: {db} already holds a database')
         t0 = time.perf_counter()
@@ -224,7 +247,9 @@ class FullIriStore(SparqlStore):
                 ):
         self.inner, self.prefix = store, prefix
 
-    def select(self, query: str) -> list[dict]: return self.inner.select(expand_prefixed_names(query, self.prefix))
+    def select(self, query: str) -> list[dict]:
+        "The solutions of `query`, sent to the inner store with its `prefix:` names written out."
+        return self.inner.select(expand_prefixed_names(query, self.prefix))
     def __repr__(self) -> str: return f'FullIriStore({self.inner!r})'
 
 # %% ../../nbs/03_kg.endpoints.ipynb #bb832bde
@@ -293,70 +318,81 @@ class VirtuosoServer(LocalEngine):
                              threads=threads, max_rows=max_rows)
 
     def check_binaries(self):
+        "Find `virtuoso-t` and `isql-vt`, and check the file's name (the bulk loader picks its parser by it)."
         hint = INSTALL_HINT['virtuoso-t']
         self.bin, self.isql_bin = find_binary(self.binary, hint), find_binary(self.isql_name, hint)
         if not self.nt_path.name.endswith(('.nt', '.nt.gz')):
             raise EngineError(f'{self.name}: {self.nt_path} must end in .nt or .nt.gz (the loader picks its parser '
                               'by the name)')
 
-    def write_ini(self) -> Path:
-        "virtuoso.ini in the work directory: its own database, ports on 127.0.0.1, the data folder allowed."
-        for d in ('db', 'data', 'www'):
-            if (self.workdir/d).exists() and any((self.workdir/d).iterdir()):
-                raise EngineError(f'{self.name}: {self.workdir/d} is not empty; give an empty workdir')
-            (self.workdir/d).mkdir(exist_ok=True)
-        (self.workdir/'data'/self.nt_path.name).symlink_to(self.nt_path)
-        self.sql_port, self.port = free_port(), free_port()
-        ini = VIRTUOSO_INI.format(db=self.workdir/'db', data=self.workdir/'data', www=self.workdir/'www',
-                                  sql_port=self.sql_port, http_port=self.port, **self.settings)
-        (self.workdir/'virtuoso.ini').write_text(ini)
-        return self.workdir/'virtuoso.ini'
-
     @staticmethod
-    def quoted(text: str) -> str: return "'" + str(text).replace("'", "''") + "'"  # a SQL string literal
+    def quoted(text: str) -> str:
+        "`text` as a SQL string literal."
+        return "'" + str(text).replace("'", "''") + "'"
 
-    def sql(self, statements: str, timeout: float | None = None) -> str:
-        "Run SQL through isql as dba; its output, or `EngineError` with it."
-        r = self.run_logged([self.isql_bin, f'127.0.0.1:{self.sql_port}', 'dba', 'dba', 'BANNER=OFF', 'VERBOSE=OFF',
-                             f'exec={statements}'], timeout)
-        out = r.stdout + r.stderr
-        if r.returncode or '*** Error' in out: raise self.fail(f'isql failed on {statements!r}:\n{out.strip()}')
-        return out
+# %% ../../nbs/03_kg.endpoints.ipynb #57a5a5c1
+@patch
+def write_ini(self: VirtuosoServer) -> Path:
+    "virtuoso.ini in the work directory: its own database, ports on 127.0.0.1, the data folder allowed."
+    for d in ('db', 'data', 'www'):
+        if (self.workdir/d).exists() and any((self.workdir/d).iterdir()):
+            raise EngineError(f'{self.name}: {self.workdir/d} is not empty; give an empty workdir')
+        (self.workdir/d).mkdir(exist_ok=True)
+    (self.workdir/'data'/self.nt_path.name).symlink_to(self.nt_path)
+    self.sql_port, self.port = free_port(), free_port()
+    ini = VIRTUOSO_INI.format(db=self.workdir/'db', data=self.workdir/'data', www=self.workdir/'www',
+                              sql_port=self.sql_port, http_port=self.port, **self.settings)
+    (self.workdir/'virtuoso.ini').write_text(ini)
+    return self.workdir/'virtuoso.ini'
 
-    def wait_for_sql(self):
-        "Poll isql until the server accepts SQL, the server exits, or `timeout` passes."
-        t0 = time.time()
-        while True:
-            if self.proc.poll() is not None: raise self.fail(f'virtuoso-t exited with code {self.proc.returncode}')
-            try: r = subprocess.run([self.isql_bin, f'127.0.0.1:{self.sql_port}', 'dba', 'dba', 'BANNER=OFF',
-                                     'VERBOSE=OFF', "exec=status('');"], capture_output=True, text=True, timeout=30)
-            except subprocess.TimeoutExpired as e: r = subprocess.CompletedProcess(e.cmd, 1, '', 'isql timed out')
-            if r.returncode == 0: return
-            if time.time() - t0 > self.timeout:
-                raise self.fail(f'isql could not connect after {self.timeout:.0f} s: {r.stdout + r.stderr}'.strip())
-            time.sleep(0.5)
+@patch
+def sql(self: VirtuosoServer, statements: str, timeout: float | None = None) -> str:
+    "Run SQL through isql as dba; its output, or `EngineError` with it."
+    r = self.run_logged([self.isql_bin, f'127.0.0.1:{self.sql_port}', 'dba', 'dba', 'BANNER=OFF', 'VERBOSE=OFF',
+                         f'exec={statements}'], timeout)
+    out = r.stdout + r.stderr
+    if r.returncode or '*** Error' in out: raise self.fail(f'isql failed on {statements!r}:\n{out.strip()}')
+    return out
 
-    def bulk_load(self):
-        "ld_dir + rdf_loader_run + checkpoint; `EngineError` quoting the loader's error for a malformed file."
-        data = self.workdir/'data'
-        q = self.quoted
-        self.sql(f'ld_dir({q(data)}, {q(self.nt_path.name)}, {q(self.graph)}); rdf_loader_run(); checkpoint;',
-                 self.load_timeout)
-        errors = self.sql('select ll_file, ll_error from DB.DBA.LOAD_LIST where ll_error is not null;')
-        if self.nt_path.name in errors:
-            raise self.fail(f'could not load {self.nt_path} (is it N-Triples?):\n{errors.strip()}')
+# %% ../../nbs/03_kg.endpoints.ipynb #57ede3b1
+@patch
+def wait_for_sql(self: VirtuosoServer):
+    "Poll isql until the server accepts SQL, the server exits, or `timeout` passes."
+    t0 = time.time()
+    while True:
+        if self.proc.poll() is not None: raise self.fail(f'virtuoso-t exited with code {self.proc.returncode}')
+        try: r = subprocess.run([self.isql_bin, f'127.0.0.1:{self.sql_port}', 'dba', 'dba', 'BANNER=OFF',
+                                 'VERBOSE=OFF', "exec=status('');"], capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired as e: r = subprocess.CompletedProcess(e.cmd, 1, '', 'isql timed out')
+        if r.returncode == 0: return
+        if time.time() - t0 > self.timeout:
+            raise self.fail(f'isql could not connect after {self.timeout:.0f} s: {r.stdout + r.stderr}'.strip())
+        time.sleep(0.5)
 
-    def load_and_serve(self):
-        ini = self.write_ini()
-        t0 = time.perf_counter()
-        self.proc = self.spawn([self.bin, '+foreground', '+configfile', ini])
-        self.wait_for_sql()
-        self.start_seconds = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        self.bulk_load()
-        self.load_seconds, self.disk_bytes = time.perf_counter() - t0, dir_bytes(self.workdir/'db')
-        self.url = f'http://127.0.0.1:{self.port}/sparql?default-graph-uri={urllib.parse.quote(self.graph, safe="")}'
-        self.wait_until_answers(self.url)
+@patch
+def bulk_load(self: VirtuosoServer):
+    "ld_dir + rdf_loader_run + checkpoint; `EngineError` quoting the loader's error for a malformed file."
+    data = self.workdir/'data'
+    q = self.quoted
+    self.sql(f'ld_dir({q(data)}, {q(self.nt_path.name)}, {q(self.graph)}); rdf_loader_run(); checkpoint;',
+             self.load_timeout)
+    errors = self.sql('select ll_file, ll_error from DB.DBA.LOAD_LIST where ll_error is not null;')
+    if self.nt_path.name in errors:
+        raise self.fail(f'could not load {self.nt_path} (is it N-Triples?):\n{errors.strip()}')
+
+@patch
+def load_and_serve(self: VirtuosoServer):
+    "Start virtuoso-t on its own virtuoso.ini, bulk-load the file into `graph`, and wait for the SPARQL endpoint."
+    ini = self.write_ini()
+    t0 = time.perf_counter()
+    self.proc = self.spawn([self.bin, '+foreground', '+configfile', ini])
+    self.wait_for_sql()
+    self.start_seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    self.bulk_load()
+    self.load_seconds, self.disk_bytes = time.perf_counter() - t0, dir_bytes(self.workdir/'db')
+    self.url = f'http://127.0.0.1:{self.port}/sparql?default-graph-uri={urllib.parse.quote(self.graph, safe="")}'
+    self.wait_until_answers(self.url)
 
 # %% ../../nbs/03_kg.endpoints.ipynb #48284b62
 FREEBASE_ENDPOINT_VAR = 'KGQA_FREEBASE_ENDPOINT'

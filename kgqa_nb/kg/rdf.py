@@ -16,6 +16,7 @@ from datetime import date
 from pathlib import Path
 from urllib.parse import quote, unquote
 import numpy as np
+from fastcore.basics import patch
 from ..core import KGQAError, cache_dir
 from .store import KG, Value, STRING, QUANTITY, DATE, YEAR
 
@@ -58,16 +59,37 @@ def _pct(text: str) -> str:
     "`text` percent-encoded (UTF-8, every character but A-Z a-z 0-9 - . _ ~): a safe, reversible IRI segment."
     return quote(str(text).encode('utf-8', 'surrogatepass'), safe='')
 
-def item_iri(item_id: str) -> str: return ITEM_NS + _pct(item_id)
-def rel_iri(relation: str) -> str: return REL_NS + _pct(relation)
-def key_iri(key: str) -> str: return KEY_NS + _pct(key)
+def item_iri(item_id: str) -> str:
+    "The IRI of an item (entity or concept), from its KB id."
+    return ITEM_NS + _pct(item_id)
+
+def rel_iri(relation: str) -> str:
+    "The IRI of a relation: the predicate of the direct triples `<h> <rel/r> <t>`."
+    return REL_NS + _pct(relation)
+
+def key_iri(key: str) -> str:
+    "The IRI of an attribute or qualifier key."
+    return KEY_NS + _pct(key)
+
 def stored_iri(relation: str, direction: str) -> str:
     "The predicate from an item to the relation facts stored on it in `direction` ('forward' or 'backward')."
     return (FORWARD_NS if direction == 'forward' else BACKWARD_NS) + _pct(relation)
-def attr_fact_iri(row: int) -> str: return f'{FACT_NS}a{row}'
-def rel_fact_iri(row: int) -> str: return f'{FACT_NS}r{row}'
-def attr_value_iri(row: int) -> str: return f'{VALUE_NS}a{row}'
-def qual_value_iri(row: int) -> str: return f'{VALUE_NS}q{row}'
+
+def attr_fact_iri(row: int) -> str:
+    "The IRI of the fact node of attribute row `row`."
+    return f'{FACT_NS}a{row}'
+
+def rel_fact_iri(row: int) -> str:
+    "The IRI of the fact node of relation row `row`."
+    return f'{FACT_NS}r{row}'
+
+def attr_value_iri(row: int) -> str:
+    "The IRI of the value node of attribute row `row`."
+    return f'{VALUE_NS}a{row}'
+
+def qual_value_iri(row: int) -> str:
+    "The IRI of the value node of qualifier row `row`."
+    return f'{VALUE_NS}q{row}'
 
 def iri_name(iri: str) -> str:
     "The name (id, relation, key) an item, relation or key IRI was made from."
@@ -159,65 +181,93 @@ class _Writer:
         self.direct = _direct_rows(kg)
         self.anc_ptr, self.anc = _ancestors(kg)
 
-    def value(self, node: str, vals, row: int) -> str:
-        "The triples of one value node (KQA Pro's packing: value+unit, date+year, year, or value)."
-        t, p = int(vals.vtype[row]), self.p
-        if t == STRING: return f'{node} {p["value"]} {nt_string(self.kg.strings.items[vals.sid[row]])} .\n'
-        if t == QUANTITY:
-            return (f'{node} {p["value"]} "{double_lexical(vals.num[row])}"^^<{XSD_NS}double> .\n'
-                    f'{node} {p["unit"]} {self.units[vals.unit[row]]} .\n')
-        year = f'{node} {p["year"]} "{int(vals.year[row])}"^^<{XSD_NS}integer> .\n'
-        if t == YEAR: return year
-        return f'{node} {p["date"]} "{date.fromordinal(int(vals.day[row])).isoformat()}"^^<{XSD_NS}date> .\n' + year
+# %% ../../nbs/02_kg.rdf.ipynb #056e94b4
+@patch
+def value(self: _Writer, node: str, vals, row: int) -> str:
+    "The triples of one value node (KQA Pro's packing: value+unit, date+year, year, or value)."
+    t, p = int(vals.vtype[row]), self.p
+    if t == STRING: return f'{node} {p["value"]} {nt_string(self.kg.strings.items[vals.sid[row]])} .\n'
+    if t == QUANTITY:
+        return (f'{node} {p["value"]} "{double_lexical(vals.num[row])}"^^<{XSD_NS}double> .\n'
+                f'{node} {p["unit"]} {self.units[vals.unit[row]]} .\n')
+    year = f'{node} {p["year"]} "{int(vals.year[row])}"^^<{XSD_NS}integer> .\n'
+    if t == YEAR: return year
+    return f'{node} {p["date"]} "{date.fromordinal(int(vals.day[row])).isoformat()}"^^<{XSD_NS}date> .\n' + year
 
-    def qualifiers(self, fact: str, fact_id: int) -> str:
-        kg, out = self.kg, []
-        for q in range(int(kg.qual_ptr[fact_id]), int(kg.qual_ptr[fact_id + 1])):
-            node = f'<{qual_value_iri(q)}>'
-            out.append(f'{fact} {self.keys[kg.qual_key[q]]} {node} .\n' + self.value(node, kg.qual_val, q))
-        return ''.join(out)
+@patch
+def qualifiers(self: _Writer, fact: str,  # the fact node, as written (`<...>`)
+               fact_id: int,  # the fact's number in the KG (attribute `i`, relation `n_attr + j`)
+              ) -> str:
+    "The triples of the qualifiers of one fact, with their value nodes."
+    kg, out = self.kg, []
+    for q in range(int(kg.qual_ptr[fact_id]), int(kg.qual_ptr[fact_id + 1])):
+        node = f'<{qual_value_iri(q)}>'
+        out.append(f'{fact} {self.keys[kg.qual_key[q]]} {node} .\n' + self.value(node, kg.qual_val, q))
+    return ''.join(out)
 
-    def item(self, i: int) -> str:
-        "Every triple about item `i`: its name and concepts, its attribute facts, the relation facts stored on it."
-        kg, p, me = self.kg, self.p, self.items[i]
-        out = [f'{me} {p["name"]} {nt_string(kg.names[i])} .\n{me} {p["rank"]} "{i}"^^<{XSD_NS}integer> .\n']
-        concept = bool(kg.is_concept[i])
-        if concept: out.append(f'{me} <{RDF_TYPE}> {p["Concept"]} .\n')
-        up = p['subclass_of'] if concept else p['instance_of']
-        out += [f'{me} {up} {self.items[a]} .\n' for a in self.anc[self.anc_ptr[i]:self.anc_ptr[i + 1]].tolist()]
-        for a in range(int(kg.attr_ptr[i]), int(kg.attr_ptr[i + 1])):
-            key, node, fact = self.keys[kg.attr_key[a]], f'<{attr_value_iri(a)}>', f'<{attr_fact_iri(a)}>'
-            out.append(f'{me} {key} {node} .\n' + self.value(node, kg.attr_val, a) +
-                       f'{fact} {p["fact_h"]} {me} .\n{fact} {p["fact_r"]} {key} .\n{fact} {p["fact_t"]} {node} .\n' +
-                       self.qualifiers(fact, a))
-        for j in range(int(kg.rel_ptr[i]), int(kg.rel_ptr[i + 1])):
-            obj = int(kg.rel_obj[j])
-            if obj < 0: continue  # an object the KG could not resolve: no triple can name it
-            rel, fact = self.rels[kg.rel_rel[j]], f'<{rel_fact_iri(j)}>'
-            fwd = kg.rel_dir[j] == 0
-            h, t = (me, self.items[obj]) if fwd else (self.items[obj], me)
-            out.append(f'{me} {self.stored[kg.rel_dir[j]][kg.rel_rel[j]]} {fact} .\n'
-                       f'{fact} {p["fact_h"]} {h} .\n{fact} {p["fact_r"]} {rel} .\n{fact} {p["fact_t"]} {t} .\n'
-                       f'{fact} {p["direction"]} "{"forward" if fwd else "backward"}" .\n' +
-                       (f'{h} {rel} {t} .\n' if self.direct[j] else '') + self.qualifiers(fact, kg.n_attr + j))
-        return ''.join(out)
+# %% ../../nbs/02_kg.rdf.ipynb #8cd0982a
+@patch
+def item(self: _Writer, i: int) -> str:
+    "Every triple about item `i`: its name and concepts, its attribute facts, the relation facts stored on it."
+    return self._about(i) + self._attribute_facts(i) + self._relation_facts(i)
 
-    def vocabulary(self, fingerprint: str) -> str:
-        "The relations and keys (labels, value types, where they are used) and the export's own description."
-        kg, p, out = self.kg, self.p, []
-        rank = lambda n: f'"{n}"^^<{XSD_NS}integer>'
-        for n, (r, iri) in enumerate(zip(kg.relations.items, self.rels)):
-            out.append(f'{iri} <{RDF_TYPE}> {p["Relation"]} .\n{iri} <{RDFS_LABEL}> {nt_string(r)} .\n'
-                       f'{iri} {p["rank"]} {rank(n)} .\n')
-        on_attr, on_qual = set(np.unique(kg.attr_key).tolist()), set(np.unique(kg.qual_key).tolist())
-        for k, (name, iri) in enumerate(zip(kg.keys.items, self.keys)):
-            out.append(f'{iri} <{RDFS_LABEL}> {nt_string(name)} .\n{iri} {p["rank"]} {rank(k)} .\n')
-            if name in kg.key_type: out.append(f'{iri} {p["value_type"]} {nt_string(kg.key_type[name])} .\n')
-            if k in on_attr: out.append(f'{iri} <{RDF_TYPE}> {p["AttributeKey"]} .\n')
-            if k in on_qual: out.append(f'{iri} <{RDF_TYPE}> {p["QualifierKey"]} .\n')
-        out.append(f'<{KB_IRI}> {p["content_hash"]} {nt_string(fingerprint)} .\n'
-                   f'<{KB_IRI}> {p["format_version"]} "{RDF_FORMAT_VERSION}"^^<{XSD_NS}integer> .\n')
-        return ''.join(out)
+@patch
+def _about(self: _Writer, i: int) -> str:
+    "Item `i`'s name, rank, concept type and ancestors (`instance_of` for an entity, `subclass_of` for a concept)."
+    kg, p, me = self.kg, self.p, self.items[i]
+    out = [f'{me} {p["name"]} {nt_string(kg.names[i])} .\n{me} {p["rank"]} "{i}"^^<{XSD_NS}integer> .\n']
+    concept = bool(kg.is_concept[i])
+    if concept: out.append(f'{me} <{RDF_TYPE}> {p["Concept"]} .\n')
+    up = p['subclass_of'] if concept else p['instance_of']
+    out += [f'{me} {up} {self.items[a]} .\n' for a in self.anc[self.anc_ptr[i]:self.anc_ptr[i + 1]].tolist()]
+    return ''.join(out)
+
+@patch
+def _attribute_facts(self: _Writer, i: int) -> str:
+    "Item `i`'s attribute facts: the triple to each value node, the value, the fact node and its qualifiers."
+    kg, p, me, out = self.kg, self.p, self.items[i], []
+    for a in range(int(kg.attr_ptr[i]), int(kg.attr_ptr[i + 1])):
+        key, node, fact = self.keys[kg.attr_key[a]], f'<{attr_value_iri(a)}>', f'<{attr_fact_iri(a)}>'
+        out.append(f'{me} {key} {node} .\n' + self.value(node, kg.attr_val, a) +
+                   f'{fact} {p["fact_h"]} {me} .\n{fact} {p["fact_r"]} {key} .\n{fact} {p["fact_t"]} {node} .\n' +
+                   self.qualifiers(fact, a))
+    return ''.join(out)
+
+@patch
+def _relation_facts(self: _Writer, i: int) -> str:
+    "The relation rows stored on item `i`: fact node, stored-fact predicate, direct triple (once) and qualifiers."
+    kg, p, me, out = self.kg, self.p, self.items[i], []
+    for j in range(int(kg.rel_ptr[i]), int(kg.rel_ptr[i + 1])):
+        obj = int(kg.rel_obj[j])
+        if obj < 0: continue  # an object the KG could not resolve: no triple can name it
+        rel, fact = self.rels[kg.rel_rel[j]], f'<{rel_fact_iri(j)}>'
+        fwd = kg.rel_dir[j] == 0
+        h, t = (me, self.items[obj]) if fwd else (self.items[obj], me)
+        out.append(f'{me} {self.stored[kg.rel_dir[j]][kg.rel_rel[j]]} {fact} .\n'
+                   f'{fact} {p["fact_h"]} {h} .\n{fact} {p["fact_r"]} {rel} .\n{fact} {p["fact_t"]} {t} .\n'
+                   f'{fact} {p["direction"]} "{"forward" if fwd else "backward"}" .\n' +
+                   (f'{h} {rel} {t} .\n' if self.direct[j] else '') + self.qualifiers(fact, kg.n_attr + j))
+    return ''.join(out)
+
+# %% ../../nbs/02_kg.rdf.ipynb #f69b1936
+@patch
+def vocabulary(self: _Writer, fingerprint: str,  # `kg_fingerprint` of the KG
+              ) -> str:
+    "The relations and keys (labels, value types, where they are used) and the export's own description."
+    kg, p, out = self.kg, self.p, []
+    rank = lambda n: f'"{n}"^^<{XSD_NS}integer>'
+    for n, (r, iri) in enumerate(zip(kg.relations.items, self.rels)):
+        out.append(f'{iri} <{RDF_TYPE}> {p["Relation"]} .\n{iri} <{RDFS_LABEL}> {nt_string(r)} .\n'
+                   f'{iri} {p["rank"]} {rank(n)} .\n')
+    on_attr, on_qual = set(np.unique(kg.attr_key).tolist()), set(np.unique(kg.qual_key).tolist())
+    for k, (name, iri) in enumerate(zip(kg.keys.items, self.keys)):
+        out.append(f'{iri} <{RDFS_LABEL}> {nt_string(name)} .\n{iri} {p["rank"]} {rank(k)} .\n')
+        if name in kg.key_type: out.append(f'{iri} {p["value_type"]} {nt_string(kg.key_type[name])} .\n')
+        if k in on_attr: out.append(f'{iri} <{RDF_TYPE}> {p["AttributeKey"]} .\n')
+        if k in on_qual: out.append(f'{iri} <{RDF_TYPE}> {p["QualifierKey"]} .\n')
+    out.append(f'<{KB_IRI}> {p["content_hash"]} {nt_string(fingerprint)} .\n'
+               f'<{KB_IRI}> {p["format_version"]} "{RDF_FORMAT_VERSION}"^^<{XSD_NS}integer> .\n')
+    return ''.join(out)
 
 # %% ../../nbs/02_kg.rdf.ipynb #8a6e9275
 def ntriples(kg: KG,  # the KG to export
@@ -259,6 +309,7 @@ def expected_triples(kg: KG) -> dict:
 _OPEN: dict = {}  # path -> the read-only pyoxigraph Store opened on it in this process
 
 def _pyoxigraph():
+    "The `pyoxigraph` module, or an `RdfError` saying how to install it."
     try: import pyoxigraph
     except ImportError as e:
         raise RdfError(f'pyoxigraph is not installed ({e}): pip install pyoxigraph (see settings.ini)') from None
@@ -299,6 +350,7 @@ def build_oxigraph_store(kg: KG,  # the KG to load
     disk = sum(f.stat().st_size for f in path.rglob('*') if f.is_file())
     return StoreBuild(path, n, t1 - t0, t2 - t1, disk)
 
+# %% ../../nbs/02_kg.rdf.ipynb #d24ccda4
 def open_oxigraph_store(path: str | Path):
     "A read-only pyoxigraph `Store` on the folder `path`, opened once per process and shared."
     key = str(Path(path).resolve())
@@ -311,6 +363,19 @@ def cached_store_path(kg: KG) -> Path:
     "Where the cached Oxigraph store of `kg` lives: `cache_dir('rdf')/<fingerprint>/oxigraph`."
     return cache_dir('rdf')/kg_fingerprint(kg)/'oxigraph'
 
+def _build_in_place(kg: KG, final: Path):
+    "Build the store of `kg` under a temporary name, then rename it to `final` and write its `build.json`."
+    tmp = final.with_name(f'{final.name}.{os.getpid()}.tmp')
+    shutil.rmtree(tmp, ignore_errors=True)
+    build = build_oxigraph_store(kg, tmp)
+    try:
+        tmp.rename(final)
+        (final.parent/'build.json').write_text(json.dumps({
+            'triples': build.triples, 'export_s': round(build.export_s, 3), 'load_s': round(build.load_s, 3),
+            'disk_bytes': build.disk_bytes}))
+    except OSError:  # another process finished first: keep its store
+        shutil.rmtree(tmp, ignore_errors=True)
+
 def oxigraph_store(kg: KG,  # the KG to serve
                    rebuild: bool = False,  # build it again even when cached
                   ):
@@ -319,17 +384,7 @@ def oxigraph_store(kg: KG,  # the KG to serve
     if rebuild and final.exists():
         _OPEN.pop(str(final.resolve()), None)
         shutil.rmtree(final)
-    if not final.exists():
-        tmp = final.with_name(f'{final.name}.{os.getpid()}.tmp')
-        shutil.rmtree(tmp, ignore_errors=True)
-        build = build_oxigraph_store(kg, tmp)
-        try:
-            tmp.rename(final)
-            (final.parent/'build.json').write_text(json.dumps({
-                'triples': build.triples, 'export_s': round(build.export_s, 3), 'load_s': round(build.load_s, 3),
-                'disk_bytes': build.disk_bytes}))
-        except OSError:  # another process finished first: keep its store
-            shutil.rmtree(tmp, ignore_errors=True)
+    if not final.exists(): _build_in_place(kg, final)
     return open_oxigraph_store(final)
 
 def store_build_info(kg: KG) -> dict | None:
@@ -346,6 +401,7 @@ def _value_from(fields: dict) -> Value:
     return Value('string', fields[Pred.value])
 
 def _description(names, concept, ancestors, attributes, relations) -> dict:
+    "Item id -> its name, concept flag, sorted ancestors, and Counters of its attribute and relation facts."
     out = {}
     for item in names:
         out[item] = {'name': names[item], 'concept': concept[item], 'ancestors': sorted(ancestors.get(item, [])),
@@ -371,34 +427,52 @@ def kg_description(kg: KG) -> dict:
              quals(kg.n_attr + j)))
     return _description(names, concept, ancestors, attributes, relations)
 
-def rdf_description(store,  # a pyoxigraph Store holding the RDF view of one KG
-                   ) -> dict:
-    "What `kg_description` says, read back from the RDF in `store` (a round-trip check of the export)."
-    def rows(q):
-        return [[None if t is None else t.value for t in s] for s in store.query(f'PREFIX p: <{PRED_NS}>\n' + q)]
+# %% ../../nbs/02_kg.rdf.ipynb #eede5090
+def _query_rows(store, q: str) -> list[list]:
+    "The rows of a SPARQL query (written with the `p:` prefix) on a pyoxigraph store, as plain values (None: unbound)."
+    return [[None if t is None else t.value for t in s] for s in store.query(f'PREFIX p: <{PRED_NS}>\n' + q)]
+
+def _rdf_values(store) -> dict:
+    "Value node IRI -> {predicate IRI: literal} of every value node in `store`."
     values = {}
-    for v, p, o in rows(f'SELECT ?v ?p ?o WHERE {{ ?v ?p ?o . FILTER(STRSTARTS(STR(?v), "{VALUE_NS}")) }}'):
+    for v, p, o in _query_rows(store, f'SELECT ?v ?p ?o WHERE {{ ?v ?p ?o . '
+                                      f'FILTER(STRSTARTS(STR(?v), "{VALUE_NS}")) }}'):
         values.setdefault(v, {})[p] = o
+    return values
+
+def _rdf_qualifiers(store, values: dict) -> dict:
+    "Fact node IRI -> the sorted (key, repr of the value) of its qualifiers."
     quals = {}
-    for f, k, q in rows(f'SELECT ?f ?k ?q WHERE {{ ?f ?k ?q . FILTER(STRSTARTS(STR(?f), "{FACT_NS}") && '
-                        f'STRSTARTS(STR(?k), "{KEY_NS}")) }}'):
+    for f, k, q in _query_rows(store, f'SELECT ?f ?k ?q WHERE {{ ?f ?k ?q . FILTER(STRSTARTS(STR(?f), "{FACT_NS}") && '
+                                      f'STRSTARTS(STR(?k), "{KEY_NS}")) }}'):
         quals.setdefault(f, []).append((iri_name(k), repr(_value_from(values[q]))))
-    qual = lambda f: tuple(sorted(quals.get(f, [])))
-    names, concept = {}, {}
-    for i, n, c in rows('SELECT ?i ?n ?c WHERE { ?i p:name ?n . OPTIONAL { ?i a p:Concept . BIND(1 AS ?c) } }'):
-        names[iri_name(i)], concept[iri_name(i)] = n, c is not None
-    ancestors = {}
-    for i, a in rows('SELECT ?i ?a WHERE { ?i p:instance_of|p:subclass_of ?a }'):
-        ancestors.setdefault(iri_name(i), []).append(iri_name(a))
-    attributes = {}
-    for f, i, k, v in rows(f'SELECT ?f ?i ?k ?v WHERE {{ ?f p:fact_h ?i ; p:fact_r ?k ; p:fact_t ?v . ?i ?k ?v . '
-                           f'FILTER(STRSTARTS(STR(?f), "{FACT_NS}a")) }}'):
-        attributes.setdefault(iri_name(i), []).append((iri_name(k), repr(_value_from(values[v])), qual(f)))
-    relations = {}
-    for f, s, sp, h, r, t, d in rows('SELECT ?f ?s ?sp ?h ?r ?t ?d WHERE { ?f p:fact_h ?h ; p:fact_r ?r ; p:fact_t ?t '
-                                     '; '
-                                     'p:direction ?d . ?s ?sp ?f . ?h ?r ?t . }'):
+    return {f: tuple(sorted(qs)) for f, qs in quals.items()}
+
+def _rdf_relations(store, qual) -> dict:
+    "Item id -> (relation, direction, far end, qualifiers) of the relation facts it stores; checks how each is stored."
+    relations, facts = {}, ('SELECT ?f ?s ?sp ?h ?r ?t ?d WHERE { ?f p:fact_h ?h ; p:fact_r ?r ; p:fact_t ?t ; '
+                            'p:direction ?d . ?s ?sp ?f . ?h ?r ?t . }')
+    for f, s, sp, h, r, t, d in _query_rows(store, facts):
         if not (sp == stored_iri(iri_name(r), d) and s == (h if d == 'forward' else t)):
             raise RdfError(f'{f}: stored by {s} with {sp}, but its direction is {d} between {h} and {t}')
         relations.setdefault(iri_name(s), []).append((iri_name(r), d, iri_name(t if d == 'forward' else h), qual(f)))
-    return _description(names, concept, ancestors, attributes, relations)
+    return relations
+
+def rdf_description(store,  # a pyoxigraph Store holding the RDF view of one KG
+                   ) -> dict:
+    "What `kg_description` says, read back from the RDF in `store` (a round-trip check of the export)."
+    values = _rdf_values(store)
+    quals = _rdf_qualifiers(store, values)
+    qual = lambda f: quals.get(f, ())
+    names, concept = {}, {}
+    for i, n, c in _query_rows(store, 'SELECT ?i ?n ?c WHERE { ?i p:name ?n . '
+                                      'OPTIONAL { ?i a p:Concept . BIND(1 AS ?c) } }'):
+        names[iri_name(i)], concept[iri_name(i)] = n, c is not None
+    ancestors = {}
+    for i, a in _query_rows(store, 'SELECT ?i ?a WHERE { ?i p:instance_of|p:subclass_of ?a }'):
+        ancestors.setdefault(iri_name(i), []).append(iri_name(a))
+    attributes = {}
+    for f, i, k, v in _query_rows(store, f'SELECT ?f ?i ?k ?v WHERE {{ ?f p:fact_h ?i ; p:fact_r ?k ; p:fact_t ?v . '
+                                         f'?i ?k ?v . FILTER(STRSTARTS(STR(?f), "{FACT_NS}a")) }}'):
+        attributes.setdefault(iri_name(i), []).append((iri_name(k), repr(_value_from(values[v])), qual(f)))
+    return _description(names, concept, ancestors, attributes, _rdf_relations(store, qual))

@@ -10,6 +10,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 import numpy as np
+from fastcore.basics import patch
 from ..core import KGQAError, cache_dir
 from .store import load_kb
 from .rdf import BACKWARD_NS, FORWARD_NS, KEY_NS, VALUE_NS, Pred, item_iri, iri_name, key_iri, stored_iri
@@ -157,12 +158,19 @@ def cached_vocabulary(store,  # a `SparqlStore` (or what `kopl_sparql.as_store` 
 
 # %% ../../nbs/04_kg.remote.ipynb #59a3d6ba
 _SPLIT = 500  # item IRIs per VALUES block
+_KEY_FILTER = f'FILTER(STRSTARTS(STR(?k), "{KEY_NS}"))'  # ?k is an attribute or qualifier key
+_KG_COLUMNS = {'attr_ent', 'attr_key', 'attr_val', 'rel_src', 'rel_rel', 'rel_dir', 'rel_obj', 'qual_key', 'qual_val',
+               'qual_ptr', 'attr_ptr', 'rel_ptr', 'attr_by_key', 'rel_by_rd', 'concept_members', 'parents', 'keys',
+               'relations', 'units', 'strings', 'n_attr', 'n_rel', 'concept_names', 'attr_rows', 'rel_rows', 'value',
+               'format_values', 'concept_set', 'qualifiers', 'describe', 'nbytes', 'n_items'}
 
-def _values(var: str, iris) -> str: return f'VALUES {var} {{ ' + ' '.join(f'<{i}>' for i in iris) + ' }'
+def _values(var: str, iris) -> str:
+    "A SPARQL VALUES block binding `var` to each of `iris`."
+    return f'VALUES {var} {{ ' + ' '.join(f'<{i}>' for i in iris) + ' }'
 
 class EndpointKG:
-    """A KG behind a SPARQL endpoint, with the access protocol of `kgqa_nb.kg.store.KG` that the pipeline stages use: the
-    vocabulary read once (`cached_vocabulary`), the walks around a question's items as SPARQL queries."""
+    """A KG behind a SPARQL endpoint, with the access protocol of `kgqa_nb.kg.store.KG` that the pipeline stages use:
+    the vocabulary read once (`cached_vocabulary`), the walks around a question's items as SPARQL queries."""
     def __init__(self, store,  # a pyoxigraph Store, an Oxigraph store folder, an http(s) endpoint URL, or a SparqlStore
                  vocab: RemoteVocabulary | None = None,  # default `cached_vocabulary(store)`
                  **cache_kw,  # for `cached_vocabulary` (cache=, refresh=, folder=, page=)
@@ -188,120 +196,157 @@ class EndpointKG:
         raise NeedsLocalKG(f'{stage} reads KG.{name}, a column of the in-memory KG, which a KG behind an endpoint does '
                             f'not have: this stage needs a local KG (kgqa_nb.kg.store.load_kb), not {self.source}')
 
-    # ---- read once: the vocabulary ---------------------------------------------------------------------------------
-    def find(self, name: str) -> list[int]:
-        "Ids (KG positions) of the items called `name`."
-        return self.name_index.get(name, [])
-
-    def elements(self) -> dict[str, list[str]]:
-        "The distinct names of each element type, in KG order (as `KG.elements`)."
-        v = self.vocab
-        return {'entities': list(dict.fromkeys(n for n, c in zip(v.names, self.is_concept) if not c)),
-                'concepts': list(dict.fromkeys(v.names[k] for k in v.concepts)), 'relations': list(v.relations),
-                'attributes': list(v.attribute_keys), 'qualifiers': list(v.qualifier_keys)}
-
-    def unit_names(self) -> list[str]:
-        "Every unit of a quantity in the KG."
-        return list(dict.fromkeys(u for by in self.vocab.units.values() for us in by.values() for u in us))
-
-    def stats(self) -> dict:
-        "Counts read with the vocabulary."
-        v = self.vocab
-        return {'entities': len(v.ids) - len(v.concepts), 'concepts': len(v.concepts), 'keys': len(v.keys),
-                'relations': len(v.relations), 'triples': v.triples}
-
-    def key_units(self, key: str, qualifier: bool = False) -> list[str]:
-        "The units of the quantities under `key`, most common first (first seen wins a tie), from the vocabulary."
-        return list(self.vocab.units['qualifier' if qualifier else 'attribute'].get(key, []))
-
-    # ---- per question: SPARQL --------------------------------------------------------------------------------------
-    def _select(self, query: str) -> list[list]:
-        self.queries += 1
-        return _rows(self.store, query)
-
-    def _batches(self, nodes):
-        iris = [item_iri(self.ids[int(k)]) for k in nodes]
-        for i in range(0, len(iris), _SPLIT): yield iris[i:i + _SPLIT]
-
-    def _positions(self, iris) -> np.ndarray:
-        ks = [self.id_index[i] for i in map(iri_name, iris) if i in self.id_index]
-        return np.unique(np.asarray(ks, dtype=np.int64))
-
-    def start_nodes(self, name: str, concept: bool) -> np.ndarray:
-        "Sorted ids of the entities called `name`, or of every member of the concepts called `name` (one query)."
-        ids = [k for k in self.find(name) if bool(self.is_concept[k]) == concept]
-        if not concept or not ids: return np.asarray(sorted(ids), dtype=np.int64)
-        rows = self._select(f'SELECT DISTINCT ?x WHERE {{ {_values("?c", [item_iri(self.ids[k]) for k in ids])} '
-                            '{ ?x p:instance_of ?c } UNION { ?x p:subclass_of ?c } }')
-        return self._positions(r[0] for r in rows)
-
-    def _stored(self, relations) -> tuple[str, str]:
-        "(VALUES block, FILTER) that restrict ?sp to the stored-fact predicates of `relations` (None: all)."
-        if relations is None:
-            return '', f'FILTER(STRSTARTS(STR(?sp), "{FORWARD_NS}") || STRSTARTS(STR(?sp), "{BACKWARD_NS}"))'
-        return _values('?sp', [stored_iri(r, d) for r in sorted(relations) for d in ('forward', 'backward')]), ''
-
-    def neighbourhood(self, nodes, relations=None, keys=None) -> tuple[list, list]:
-        "One BFS level around `nodes`, as `KG.neighbourhood` gives it (four queries per 500 nodes)."
-        objs, rquals, present, aquals = {}, {}, set(), {}
-        key_filter = f'FILTER(STRSTARTS(STR(?k), "{KEY_NS}"))'
-        for iris in self._batches(nodes):
-            xs = _values('?x', iris)
-            if relations is None or relations:
-                sp, filt = self._stored(relations)
-                for s, o in self._select(f'SELECT DISTINCT ?sp ?o WHERE {{ {xs} {sp} ?x ?sp ?f . {filt} '
-                                         '{ ?f p:direction "forward" ; p:fact_t ?o } UNION '
-                                         '{ ?f p:direction "backward" ; p:fact_h ?o } }'):
-                    objs.setdefault(s, []).append(o)
-                for s, k in self._select(f'SELECT DISTINCT ?sp ?k WHERE {{ {xs} {sp} ?x ?sp ?f . {filt} ?f ?k ?q . '
-                                         f'{key_filter} }}'):
-                    rquals.setdefault(s, set()).add(iri_name(k))
-            if keys is None or keys:
-                ks, filt = ('', key_filter) if keys is None else (_values('?k', [key_iri(k) for k in sorted(keys)]), '')
-                have = self._select(f'SELECT DISTINCT ?k WHERE {{ {xs} {ks} ?x ?k ?v . {filt} }}')
-                present |= {iri_name(r[0]) for r in have}
-                quals = (f'SELECT DISTINCT ?k ?qk WHERE {{ {xs} {ks} ?x ?k ?v . {filt} ?f p:fact_t ?v . '
-                         f'?f ?qk ?q . FILTER(STRSTARTS(STR(?qk), "{KEY_NS}")) }}')
-                for k, q in self._select(quals):
-                    aquals.setdefault(iri_name(k), set()).add(iri_name(q))
-        last = len(self._key_rank) + len(self._rel_rank)
-        order = lambda qs: sorted(qs, key=lambda k: self._key_rank.get(k, last))
-        rels = []
-        for s, os_ in objs.items():
-            d = 'forward' if s.startswith(FORWARD_NS) else 'backward'
-            r = iri_name(s)
-            rels.append((self._rel_rank.get(r, last), d, r, self._positions(os_), order(rquals.get(s, ()))))
-        rels = [(r, d, o, q) for _, d, r, o, q in sorted(rels, key=lambda x: (x[0], x[1] == 'backward'))]
-        attrs = [(k, order(aquals.get(k, ()))) for k in sorted(present, key=lambda k: self._key_rank.get(k, last))]
-        return rels, attrs
-
-    def item_schema(self, name: str) -> set[tuple]:
-        "Every ('relation', r, direction) and ('key', k) that the items called `name` have (two queries)."
-        out = set()
-        for iris in self._batches(self.find(name)):
-            xs, (_, filt) = _values('?x', iris), self._stored(None)
-            for (s,) in self._select(f'SELECT DISTINCT ?sp WHERE {{ {xs} ?x ?sp ?f . {filt} }}'):
-                out.add(('relation', iri_name(s), 'forward' if s.startswith(FORWARD_NS) else 'backward'))
-            keys = f'SELECT DISTINCT ?k WHERE {{ {xs} ?x ?k ?v . FILTER(STRSTARTS(STR(?k), "{KEY_NS}")) }}'
-            for (k,) in self._select(keys):
-                out.add(('key', iri_name(k)))
-        return out
-
-    def key_strings(self, key: str, qualifier: bool = False) -> list[str]:
-        "The distinct string values under `key` (one query, paged)."
-        self.queries += 1
-        kind = 'q' if qualifier else 'a'
-        where = (f'?x <{key_iri(key)}> ?v . FILTER(STRSTARTS(STR(?v), "{VALUE_NS}{kind}")) ?v p:value ?s . '
-                 'FILTER NOT EXISTS { ?v p:unit ?u }')
-        return [r[0] for r in paged(self.store, 'DISTINCT ?s', where, '?s')]
-
     def __repr__(self) -> str:
         return f'EndpointKG({self.source}: ' + ', '.join(f'{v:,} {k}' for k, v in self.stats().items()) + ')'
 
-_KG_COLUMNS = {'attr_ent', 'attr_key', 'attr_val', 'rel_src', 'rel_rel', 'rel_dir', 'rel_obj', 'qual_key', 'qual_val',
-               'qual_ptr', 'attr_ptr', 'rel_ptr', 'attr_by_key', 'rel_by_rd', 'concept_members', 'parents', 'keys',
-               'relations', 'units', 'strings', 'n_attr', 'n_rel', 'concept_names', 'attr_rows', 'rel_rows', 'value',
-               'format_values', 'concept_set', 'qualifiers', 'describe', 'nbytes', 'n_items'}
+# %% ../../nbs/04_kg.remote.ipynb #948c84fe
+@patch
+def find(self: EndpointKG, name: str) -> list[int]:
+    "Ids (KG positions) of the items called `name`."
+    return self.name_index.get(name, [])
+
+@patch
+def elements(self: EndpointKG) -> dict[str, list[str]]:
+    "The distinct names of each element type, in KG order (as `KG.elements`)."
+    v = self.vocab
+    return {'entities': list(dict.fromkeys(n for n, c in zip(v.names, self.is_concept) if not c)),
+            'concepts': list(dict.fromkeys(v.names[k] for k in v.concepts)), 'relations': list(v.relations),
+            'attributes': list(v.attribute_keys), 'qualifiers': list(v.qualifier_keys)}
+
+@patch
+def unit_names(self: EndpointKG) -> list[str]:
+    "Every unit of a quantity in the KG."
+    return list(dict.fromkeys(u for by in self.vocab.units.values() for us in by.values() for u in us))
+
+@patch
+def stats(self: EndpointKG) -> dict:
+    "Counts read with the vocabulary."
+    v = self.vocab
+    return {'entities': len(v.ids) - len(v.concepts), 'concepts': len(v.concepts), 'keys': len(v.keys),
+            'relations': len(v.relations), 'triples': v.triples}
+
+@patch
+def key_units(self: EndpointKG, key: str,  # an attribute or qualifier key
+              qualifier: bool = False,  # the qualifier values under `key` (else the attribute values)
+             ) -> list[str]:
+    "The units of the quantities under `key`, most common first (first seen wins a tie), from the vocabulary."
+    return list(self.vocab.units['qualifier' if qualifier else 'attribute'].get(key, []))
+
+# %% ../../nbs/04_kg.remote.ipynb #01d643f5
+@patch
+def _select(self: EndpointKG, query: str) -> list[list]:
+    "The rows of one per-question query (counted in `queries`)."
+    self.queries += 1
+    return _rows(self.store, query)
+
+@patch
+def _batches(self: EndpointKG, nodes):
+    "The IRIs of the items `nodes` (KG positions), `_SPLIT` at a time."
+    iris = [item_iri(self.ids[int(k)]) for k in nodes]
+    for i in range(0, len(iris), _SPLIT): yield iris[i:i + _SPLIT]
+
+@patch
+def _positions(self: EndpointKG, iris) -> np.ndarray:
+    "Sorted distinct KG positions of item IRIs (IRIs of no known item are left out)."
+    ks = [self.id_index[i] for i in map(iri_name, iris) if i in self.id_index]
+    return np.unique(np.asarray(ks, dtype=np.int64))
+
+@patch
+def _stored(self: EndpointKG, relations) -> tuple[str, str]:
+    "(VALUES block, FILTER) that restrict ?sp to the stored-fact predicates of `relations` (None: all)."
+    if relations is None:
+        return '', f'FILTER(STRSTARTS(STR(?sp), "{FORWARD_NS}") || STRSTARTS(STR(?sp), "{BACKWARD_NS}"))'
+    return _values('?sp', [stored_iri(r, d) for r in sorted(relations) for d in ('forward', 'backward')]), ''
+
+@patch
+def start_nodes(self: EndpointKG, name: str,  # an entity or concept name
+                concept: bool,  # True: `name` is a concept, start from its members
+               ) -> np.ndarray:
+    "Sorted ids of the entities called `name`, or of every member of the concepts called `name` (one query)."
+    ids = [k for k in self.find(name) if bool(self.is_concept[k]) == concept]
+    if not concept or not ids: return np.asarray(sorted(ids), dtype=np.int64)
+    rows = self._select(f'SELECT DISTINCT ?x WHERE {{ {_values("?c", [item_iri(self.ids[k]) for k in ids])} '
+                        '{ ?x p:instance_of ?c } UNION { ?x p:subclass_of ?c } }')
+    return self._positions(r[0] for r in rows)
+
+# %% ../../nbs/04_kg.remote.ipynb #c1859517
+@patch
+def _relation_facts(self: EndpointKG, xs: str,  # a VALUES block of ?x
+                    relations, objs: dict, rquals: dict):
+    "Add the far ends (`objs`) and qualifier keys (`rquals`) of the facts stored on the items `xs`, by predicate."
+    sp, filt = self._stored(relations)
+    for s, o in self._select(f'SELECT DISTINCT ?sp ?o WHERE {{ {xs} {sp} ?x ?sp ?f . {filt} '
+                             '{ ?f p:direction "forward" ; p:fact_t ?o } UNION '
+                             '{ ?f p:direction "backward" ; p:fact_h ?o } }'):
+        objs.setdefault(s, []).append(o)
+    for s, k in self._select(f'SELECT DISTINCT ?sp ?k WHERE {{ {xs} {sp} ?x ?sp ?f . {filt} ?f ?k ?q . '
+                             f'{_KEY_FILTER} }}'):
+        rquals.setdefault(s, set()).add(iri_name(k))
+
+@patch
+def _attribute_keys(self: EndpointKG, xs: str,  # a VALUES block of ?x
+                    keys, present: set, aquals: dict):
+    "Add the attribute keys of the items `xs` (to `present`) and the qualifier keys of those facts (to `aquals`)."
+    ks, filt = ('', _KEY_FILTER) if keys is None else (_values('?k', [key_iri(k) for k in sorted(keys)]), '')
+    have = self._select(f'SELECT DISTINCT ?k WHERE {{ {xs} {ks} ?x ?k ?v . {filt} }}')
+    present.update(iri_name(r[0]) for r in have)
+    quals = (f'SELECT DISTINCT ?k ?qk WHERE {{ {xs} {ks} ?x ?k ?v . {filt} ?f p:fact_t ?v . '
+             f'?f ?qk ?q . FILTER(STRSTARTS(STR(?qk), "{KEY_NS}")) }}')
+    for k, q in self._select(quals):
+        aquals.setdefault(iri_name(k), set()).add(iri_name(q))
+
+@patch
+def _in_kg_order(self: EndpointKG, objs: dict, rquals: dict, present: set, aquals: dict) -> tuple[list, list]:
+    "The relation facts and attribute keys found, in the order and shape of `KG.neighbourhood`."
+    last = len(self._key_rank) + len(self._rel_rank)
+    order = lambda qs: sorted(qs, key=lambda k: self._key_rank.get(k, last))
+    rels = []
+    for s, os_ in objs.items():
+        d = 'forward' if s.startswith(FORWARD_NS) else 'backward'
+        r = iri_name(s)
+        rels.append((self._rel_rank.get(r, last), d, r, self._positions(os_), order(rquals.get(s, ()))))
+    rels = [(r, d, o, q) for _, d, r, o, q in sorted(rels, key=lambda x: (x[0], x[1] == 'backward'))]
+    attrs = [(k, order(aquals.get(k, ()))) for k in sorted(present, key=lambda k: self._key_rank.get(k, last))]
+    return rels, attrs
+
+@patch
+def neighbourhood(self: EndpointKG, nodes,  # item ids
+                  relations=None,  # keep only these relation names (None: all)
+                  keys=None,  # keep only these attribute keys (None: all)
+                 ) -> tuple[list, list]:
+    "One BFS level around `nodes`, as `KG.neighbourhood` gives it (four queries per 500 nodes)."
+    objs, rquals, present, aquals = {}, {}, set(), {}
+    for iris in self._batches(nodes):
+        xs = _values('?x', iris)
+        if relations is None or relations: self._relation_facts(xs, relations, objs, rquals)
+        if keys is None or keys: self._attribute_keys(xs, keys, present, aquals)
+    return self._in_kg_order(objs, rquals, present, aquals)
+
+# %% ../../nbs/04_kg.remote.ipynb #1e9efa28
+@patch
+def item_schema(self: EndpointKG, name: str,  # an entity (or concept) name
+               ) -> set[tuple]:
+    "Every ('relation', r, direction) and ('key', k) that the items called `name` have (two queries)."
+    out = set()
+    for iris in self._batches(self.find(name)):
+        xs, (_, filt) = _values('?x', iris), self._stored(None)
+        for (s,) in self._select(f'SELECT DISTINCT ?sp WHERE {{ {xs} ?x ?sp ?f . {filt} }}'):
+            out.add(('relation', iri_name(s), 'forward' if s.startswith(FORWARD_NS) else 'backward'))
+        keys = f'SELECT DISTINCT ?k WHERE {{ {xs} ?x ?k ?v . FILTER(STRSTARTS(STR(?k), "{KEY_NS}")) }}'
+        for (k,) in self._select(keys):
+            out.add(('key', iri_name(k)))
+    return out
+
+@patch
+def key_strings(self: EndpointKG, key: str,  # an attribute or qualifier key
+                qualifier: bool = False,  # the qualifier values under `key` (else the attribute values)
+               ) -> list[str]:
+    "The distinct string values under `key` (one query, paged)."
+    self.queries += 1
+    kind = 'q' if qualifier else 'a'
+    where = (f'?x <{key_iri(key)}> ?v . FILTER(STRSTARTS(STR(?v), "{VALUE_NS}{kind}")) ?v p:value ?s . '
+             'FILTER NOT EXISTS { ?v p:unit ?u }')
+    return [r[0] for r in paged(self.store, 'DISTINCT ?s', where, '?s')]
 
 # %% ../../nbs/04_kg.remote.ipynb #004f5f44
 KG_SOURCES = ('auto', 'local', 'endpoint')

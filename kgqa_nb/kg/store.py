@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 import numpy as np
+from fastcore.basics import patch
 from ..core import KGQAError
 
 # %% auto #0
@@ -62,10 +63,13 @@ class Vocab:
     "Strings <-> dense integer ids."
     def __init__(self): self.items, self.index = [], {}
     def add(self, s: str) -> int:
+        "The id of `s`, given the next free id if `s` is new."
         i = self.index.get(s)
         if i is None: i = self.index[s] = len(self.items); self.items.append(s)
         return i
-    def get(self, s: str, default: int = -1) -> int: return self.index.get(s, default)
+    def get(self, s: str, default: int = -1) -> int:
+        "The id of `s`, or `default` when it has none."
+        return self.index.get(s, default)
     def __len__(self): return len(self.items)
 
 class ValueArrays:
@@ -75,124 +79,155 @@ class ValueArrays:
     def __init__(self):
         for f in self.FIELDS: setattr(self, f, [])
     def append(self, vtype: int, num: float = 0.0, sid: int = -1, unit: int = -1, year: int = 0, day: int = -1):
+        "Add one value as a row (the fields its type does not use keep their defaults)."
         self.vtype.append(vtype); self.num.append(num); self.sid.append(sid)
         self.unit.append(unit); self.year.append(year); self.day.append(day)
     def freeze(self, order: np.ndarray | None = None) -> 'ValueArrays':
+        "Turn the column lists into numpy arrays (rows permuted by `order` when given); returns `self`."
         for f, dt in zip(self.FIELDS, self.DTYPES):
             a = np.asarray(getattr(self, f), dtype=dt)
             setattr(self, f, a if order is None else a[order])
         return self
     def __len__(self): return len(self.vtype)
     @property
-    def nbytes(self) -> int: return sum(getattr(self, f).nbytes for f in self.FIELDS)
+    def nbytes(self) -> int:
+        "Bytes held by the frozen columns."
+        return sum(getattr(self, f).nbytes for f in self.FIELDS)
 
 # %% ../../nbs/01_kg.store.ipynb #a040f30c
-def _csr(groups: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    "Rows sorted (stably) by group, and the pointer array of each group's slice."
-    order = np.argsort(groups, kind='stable').astype(np.int32)
+_EMPTY = np.zeros(0, dtype=np.int32)
+
+def _group_ptr(groups: np.ndarray, n_groups: int) -> np.ndarray:
+    "The CSR pointer array of rows grouped by `groups`: group g's rows are ptr[g]:ptr[g+1] once sorted by group."
     ptr = np.zeros(n_groups + 1, dtype=np.int64)
     np.cumsum(np.bincount(groups, minlength=n_groups), out=ptr[1:])
-    return order, ptr
+    return ptr
+
+def _csr(groups: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    "Rows sorted (stably) by group, and the pointer array of each group's slice."
+    return np.argsort(groups, kind='stable').astype(np.int32), _group_ptr(groups, n_groups)
 
 class KG:
     "A knowledge graph in columns. Build it with `load_kb`, `KG.from_kopl_dict` or `load_metaqa`."
-
-    def find(self, name: str) -> list[int]:
-        "Ids of the items (entities and concepts) called `name`."
-        return self.name_index.get(name, [])
-
-    def attr_rows(self, key: str) -> np.ndarray:
-        "Attribute rows with this key, in entity order."
-        k = self.keys.get(key)
-        return self.attr_by_key[0][self.attr_by_key[1][k]:self.attr_by_key[1][k+1]] if k >= 0 else _EMPTY
-
-    def rel_rows(self, relation: str, direction: int) -> np.ndarray:
-        "Relation rows with this relation and direction (0 forward, 1 backward), in entity order."
-        r = self.relations.get(relation)
-        if r < 0: return _EMPTY
-        g = 2*r + direction
-        return self.rel_by_rd[0][self.rel_by_rd[1][g]:self.rel_by_rd[1][g+1]]
-
-    def value(self, vals: ValueArrays, i: int) -> Value:
-        "Row `i` of a `ValueArrays` as a `Value`."
-        t = int(vals.vtype[i])
-        if t == STRING: return Value('string', self.strings.items[vals.sid[i]])
-        if t == QUANTITY: return Value('quantity', float(vals.num[i]), self.units.items[vals.unit[i]])
-        if t == DATE: return Value('date', date.fromordinal(int(vals.day[i])))
-        return Value('year', int(vals.year[i]))
-
-    def format_values(self, vals: ValueArrays, rows: np.ndarray) -> list[str]:
-        "Rows of a value table as text, exactly `[str(self.value(vals, r)) for r in rows]`, but fast for long lists."
-        rows = np.asarray(rows)
-        cols = zip(vals.vtype[rows].tolist(), vals.num[rows].tolist(), vals.sid[rows].tolist(),
-                   vals.unit[rows].tolist(), vals.year[rows].tolist(), vals.day[rows].tolist())
-        strings, units, out = self.strings.items, self.units.items, []
-        for t, num, sid, unit, year, day in cols:
-            if t == STRING: out.append(strings[sid])
-            elif t == YEAR: out.append(str(year))
-            elif t == DATE: out.append(date.fromordinal(day).isoformat())
-            else:
-                v = int(num) if num - int(num) < 1e-5 else num
-                out.append(str(v) if units[unit] == '1' else f'{v} {units[unit]}')
-        return out
-
-    def concept_set(self, name: str) -> np.ndarray:
-        "Sorted ids of every member of the concepts called `name` (computed once per name)."
-        if name not in self._concept_sets:
-            parts = [self.concept_members[c] for c in self.find(name) if c in self.concept_members]
-            self._concept_sets[name] = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int32)
-        return self._concept_sets[name]
-
-    def qualifiers(self, fact: int) -> dict[str, list[Value]]:
-        "The qualifiers of a fact (attribute fact `i`, or relation fact `n_attr + j`)."
-        out = defaultdict(list)
-        for q in range(self.qual_ptr[fact], self.qual_ptr[fact+1]):
-            out[self.keys.items[self.qual_key[q]]].append(self.value(self.qual_val, q))
-        return dict(out)
-
-    def describe(self, item: int) -> dict:
-        "Everything the KG says about one item, as plain data (for reading, not for execution)."
-        attrs = [(self.keys.items[self.attr_key[i]], self.value(self.attr_val, i), self.qualifiers(i))
-                 for i in range(self.attr_ptr[item], self.attr_ptr[item+1])]
-        rels = [(self.relations.items[self.rel_rel[j]], ('forward', 'backward')[self.rel_dir[j]],
-                 self.names[self.rel_obj[j]],
-                 self.qualifiers(self.n_attr + j)) for j in range(self.rel_ptr[item], self.rel_ptr[item+1])]
-        return {'id': self.ids[item], 'name': self.names[item], 'concept': bool(self.is_concept[item]),
-                'instance_of': [self.names[p] for p in self.parents[item]], 'attributes': attrs, 'relations': rels}
-
-    @property
-    def n_items(self) -> int: return len(self.names)
-    @property
-    def n_attr(self) -> int: return len(self.attr_ent)
-    @property
-    def n_rel(self) -> int: return len(self.rel_src)
-    @property
-    def concept_names(self) -> list[str]: return [n for n, c in zip(self.names, self.is_concept) if c]
-
-    def stats(self) -> dict:
-        "Counts of items and facts."
-        return {'entities': int(self.n_items - self.is_concept.sum()), 'concepts': int(self.is_concept.sum()),
-                'attribute_facts': self.n_attr, 'relation_facts': self.n_rel, 'qualifiers': len(self.qual_key),
-                'keys': len(self.keys), 'relations': len(self.relations)}
-
-    @property
-    def nbytes(self) -> int:
-        "Bytes held by the numpy columns and indexes (Python strings and dicts not counted)."
-        arrays = [self.attr_ent, self.attr_key, self.rel_src, self.rel_rel, self.rel_dir, self.rel_obj,
-                  self.qual_key, self.qual_ptr, self.attr_ptr, self.rel_ptr, self.is_concept, *self.attr_by_key,
-                  *self.rel_by_rd]
-        return sum(a.nbytes for a in arrays) + self.attr_val.nbytes + self.qual_val.nbytes + \
-               sum(a.nbytes for a in self.concept_members.values())
-
     def __repr__(self) -> str:
         return f'KG({self.source}: ' + ', '.join(f'{v:,} {k}' for k, v in self.stats().items()) + ')'
 
-_EMPTY = np.zeros(0, dtype=np.int32)
+# %% ../../nbs/01_kg.store.ipynb #bb727aef
+@patch
+def find(self: KG, name: str) -> list[int]:
+    "Ids of the items (entities and concepts) called `name`."
+    return self.name_index.get(name, [])
+
+@patch
+def attr_rows(self: KG, key: str) -> np.ndarray:
+    "Attribute rows with this key, in entity order."
+    k = self.keys.get(key)
+    return self.attr_by_key[0][self.attr_by_key[1][k]:self.attr_by_key[1][k+1]] if k >= 0 else _EMPTY
+
+@patch
+def rel_rows(self: KG, relation: str,
+             direction: int,  # 0 forward, 1 backward
+            ) -> np.ndarray:
+    "Relation rows with this relation and direction (0 forward, 1 backward), in entity order."
+    r = self.relations.get(relation)
+    if r < 0: return _EMPTY
+    g = 2*r + direction
+    return self.rel_by_rd[0][self.rel_by_rd[1][g]:self.rel_by_rd[1][g+1]]
+
+@patch
+def concept_set(self: KG, name: str) -> np.ndarray:
+    "Sorted ids of every member of the concepts called `name` (computed once per name)."
+    if name not in self._concept_sets:
+        parts = [self.concept_members[c] for c in self.find(name) if c in self.concept_members]
+        self._concept_sets[name] = np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.int32)
+    return self._concept_sets[name]
+
+# %% ../../nbs/01_kg.store.ipynb #f087498f
+@patch
+def value(self: KG, vals: ValueArrays, i: int) -> Value:
+    "Row `i` of a `ValueArrays` as a `Value`."
+    t = int(vals.vtype[i])
+    if t == STRING: return Value('string', self.strings.items[vals.sid[i]])
+    if t == QUANTITY: return Value('quantity', float(vals.num[i]), self.units.items[vals.unit[i]])
+    if t == DATE: return Value('date', date.fromordinal(int(vals.day[i])))
+    return Value('year', int(vals.year[i]))
+
+@patch
+def format_values(self: KG, vals: ValueArrays, rows: np.ndarray) -> list[str]:
+    "Rows of a value table as text, exactly `[str(self.value(vals, r)) for r in rows]`, but fast for long lists."
+    rows = np.asarray(rows)
+    cols = zip(vals.vtype[rows].tolist(), vals.num[rows].tolist(), vals.sid[rows].tolist(),
+               vals.unit[rows].tolist(), vals.year[rows].tolist(), vals.day[rows].tolist())
+    strings, units, out = self.strings.items, self.units.items, []
+    for t, num, sid, unit, year, day in cols:
+        if t == STRING: out.append(strings[sid])
+        elif t == YEAR: out.append(str(year))
+        elif t == DATE: out.append(date.fromordinal(day).isoformat())
+        else:
+            v = int(num) if num - int(num) < 1e-5 else num
+            out.append(str(v) if units[unit] == '1' else f'{v} {units[unit]}')
+    return out
+
+@patch
+def qualifiers(self: KG, fact: int) -> dict[str, list[Value]]:
+    "The qualifiers of a fact (attribute fact `i`, or relation fact `n_attr + j`)."
+    out = defaultdict(list)
+    for q in range(self.qual_ptr[fact], self.qual_ptr[fact+1]):
+        out[self.keys.items[self.qual_key[q]]].append(self.value(self.qual_val, q))
+    return dict(out)
+
+# %% ../../nbs/01_kg.store.ipynb #3cb7bd9e
+@patch(as_prop=True)
+def n_items(self: KG) -> int:
+    "Number of items: concepts and entities."
+    return len(self.names)
+
+@patch(as_prop=True)
+def n_attr(self: KG) -> int:
+    "Number of attribute facts."
+    return len(self.attr_ent)
+
+@patch(as_prop=True)
+def n_rel(self: KG) -> int:
+    "Number of relation facts (stored rows)."
+    return len(self.rel_src)
+
+@patch(as_prop=True)
+def concept_names(self: KG) -> list[str]:
+    "The names of the concepts, in id order."
+    return [n for n, c in zip(self.names, self.is_concept) if c]
+
+@patch
+def stats(self: KG) -> dict:
+    "Counts of items and facts."
+    return {'entities': int(self.n_items - self.is_concept.sum()), 'concepts': int(self.is_concept.sum()),
+            'attribute_facts': self.n_attr, 'relation_facts': self.n_rel, 'qualifiers': len(self.qual_key),
+            'keys': len(self.keys), 'relations': len(self.relations)}
+
+@patch(as_prop=True)
+def nbytes(self: KG) -> int:
+    "Bytes held by the numpy columns and indexes (Python strings and dicts not counted)."
+    arrays = [self.attr_ent, self.attr_key, self.rel_src, self.rel_rel, self.rel_dir, self.rel_obj,
+              self.qual_key, self.qual_ptr, self.attr_ptr, self.rel_ptr, self.is_concept, *self.attr_by_key,
+              *self.rel_by_rd]
+    return sum(a.nbytes for a in arrays) + self.attr_val.nbytes + self.qual_val.nbytes + \
+           sum(a.nbytes for a in self.concept_members.values())
+
+@patch
+def describe(self: KG, item: int) -> dict:
+    "Everything the KG says about one item, as plain data (for reading, not for execution)."
+    attrs = [(self.keys.items[self.attr_key[i]], self.value(self.attr_val, i), self.qualifiers(i))
+             for i in range(self.attr_ptr[item], self.attr_ptr[item+1])]
+    rels = [(self.relations.items[self.rel_rel[j]], ('forward', 'backward')[self.rel_dir[j]],
+             self.names[self.rel_obj[j]],
+             self.qualifiers(self.n_attr + j)) for j in range(self.rel_ptr[item], self.rel_ptr[item+1])]
+    return {'id': self.ids[item], 'name': self.names[item], 'concept': bool(self.is_concept[item]),
+            'instance_of': [self.names[p] for p in self.parents[item]], 'attributes': attrs, 'relations': rels}
 
 # %% ../../nbs/01_kg.store.ipynb #1ac058ed
 class KGBuilder:
     "Collects items and facts, then `build()`s a `KG`."
-    def __init__(self, source: str = '<memory>'):
+    def __init__(self, source: str = '<memory>'):  # names the KB in error messages and as `KG.source`
         self.source = source
         self.ids, self.names, self.is_concept, self.parent_ids = [], [], [], []
         self.keys, self.relations, self.units, self.strings = Vocab(), Vocab(), Vocab(), Vocab()
@@ -202,112 +237,165 @@ class KGBuilder:
         self.rel_obj_ids = []
         self.qual_owner, self.qual_key, self.qual_val = [], [], ValueArrays()
 
-    def add_item(self, item_id: str, name: str, parents: list[str], concept: bool) -> int:
+    def add_item(self, item_id: str,  # the KB's id of the item, e.g. 'Q42'
+                 name: str,
+                 parents: list[str],  # ids of its direct concepts
+                 concept: bool,  # True for a concept, False for an entity
+                ) -> int:
+        "Add an item; returns its id in the KG (its position in load order)."
         self.ids.append(item_id); self.names.append(name); self.parent_ids.append(list(parents))
         self.is_concept.append(concept)
         return len(self.ids) - 1
 
-    def _add_value(self, cols: ValueArrays, v: dict, where) -> str:
-        if not isinstance(v, dict) or 'type' not in v or 'value' not in v:
-            raise KGFormatError(f"{where}: expected a value {{'type': ..., 'value': ...}}, got {v!r}")
-        t = v['type']
-        try:
-            if t == 'string': cols.append(STRING, sid=self.strings.add(str(v['value'])))
-            elif t == 'quantity':
-                cols.append(QUANTITY, num=float(v['value']), unit=self.units.add(str(v.get('unit', '1'))))
-            elif t in ('date', 'year'):
-                vt, y, d = parse_time(v['value'])
-                cols.append(vt, year=y, day=d)
-            else: raise KGFormatError(f"{where}: value type must be string, quantity, date or year, got {t!r}")
-        except (TypeError, ValueError) as e:
-            if isinstance(e, KGFormatError): raise
-            raise KGFormatError(f'{where}: cannot read {t} value {v["value"]!r} ({e})') from None
-        return t
+# %% ../../nbs/01_kg.store.ipynb #03bfe1dd
+@patch
+def _add_value(self: KGBuilder, cols: ValueArrays, v: dict, where) -> str:
+    "Append value `v` ({'type': ..., 'value': ...}) to `cols`; returns its declared type."
+    if not isinstance(v, dict) or 'type' not in v or 'value' not in v:
+        raise KGFormatError(f"{where}: expected a value {{'type': ..., 'value': ...}}, got {v!r}")
+    t = v['type']
+    try:
+        if t == 'string': cols.append(STRING, sid=self.strings.add(str(v['value'])))
+        elif t == 'quantity':
+            cols.append(QUANTITY, num=float(v['value']), unit=self.units.add(str(v.get('unit', '1'))))
+        elif t in ('date', 'year'):
+            vt, y, d = parse_time(v['value'])
+            cols.append(vt, year=y, day=d)
+        else: raise KGFormatError(f"{where}: value type must be string, quantity, date or year, got {t!r}")
+    except (TypeError, ValueError) as e:
+        if isinstance(e, KGFormatError): raise
+        raise KGFormatError(f'{where}: cannot read {t} value {v["value"]!r} ({e})') from None
+    return t
 
-    def _note_type(self, key: str, declared: str): self.key_type[key] = 'date' if declared == 'year' else declared
+@patch
+def _note_type(self: KGBuilder, key: str, declared: str):
+    "Record `declared` as the type of `key` ('year' counts as 'date'): the last value seen decides."
+    self.key_type[key] = 'date' if declared == 'year' else declared
 
-    def add_qualifiers(self, owner: tuple, quals: dict, where: Where):
-        if not quals and isinstance(quals, dict): return
-        if not isinstance(quals, dict):
-            raise KGFormatError(f'{where}.qualifiers: expected a dict of key -> list of values, got {quals!r}')
-        for qk, qvs in quals.items():
-            if not isinstance(qvs, list):
-                raise KGFormatError(f'{where}.qualifiers[{qk!r}]: expected a list of values, got {qvs!r}')
-            k = self.keys.add(qk)
-            for n, qv in enumerate(qvs):
-                self._note_type(qk, self._add_value(self.qual_val, qv, Where('{}.qualifiers[{!r}][{}]', where, qk, n)))
-                self.qual_owner.append(owner); self.qual_key.append(k)
+# %% ../../nbs/01_kg.store.ipynb #d8eaa5cd
+@patch
+def add_qualifiers(self: KGBuilder, owner: tuple,  # ('a', attribute row) or ('r', relation row)
+                   quals: dict,  # key -> list of values
+                   where: Where,  # the fact's place in the file, for error messages
+                  ):
+    "Add the qualifiers of one fact."
+    if not quals and isinstance(quals, dict): return
+    if not isinstance(quals, dict):
+        raise KGFormatError(f'{where}.qualifiers: expected a dict of key -> list of values, got {quals!r}')
+    for qk, qvs in quals.items():
+        if not isinstance(qvs, list):
+            raise KGFormatError(f'{where}.qualifiers[{qk!r}]: expected a list of values, got {qvs!r}')
+        k = self.keys.add(qk)
+        for n, qv in enumerate(qvs):
+            self._note_type(qk, self._add_value(self.qual_val, qv, Where('{}.qualifiers[{!r}][{}]', where, qk, n)))
+            self.qual_owner.append(owner); self.qual_key.append(k)
 
-    def add_attribute(self, item: int, key: str, value: dict, quals: dict, where):
-        self._note_type(key, self._add_value(self.attr_val, value, Where('{}.value', where)))
-        self.attr_ent.append(item); self.attr_key.append(self.keys.add(key))
-        self.add_qualifiers(('a', len(self.attr_ent) - 1), quals, where)
+@patch
+def add_attribute(self: KGBuilder, item: int, key: str, value: dict, quals: dict,
+                  where,  # the fact's place in the file, for error messages
+                 ):
+    "Add an attribute fact of `item`, with its value and qualifiers."
+    self._note_type(key, self._add_value(self.attr_val, value, Where('{}.value', where)))
+    self.attr_ent.append(item); self.attr_key.append(self.keys.add(key))
+    self.add_qualifiers(('a', len(self.attr_ent) - 1), quals, where)
 
-    def add_relation(self, item: int, relation: str, direction: str, obj_id: str, quals: dict, where):
-        if direction not in ('forward', 'backward'):
-            raise KGFormatError(f"{where}.direction: expected 'forward' or 'backward', got {direction!r}")
-        self.rel_src.append(item); self.rel_rel.append(self.relations.add(relation))
-        self.rel_dir.append(0 if direction == 'forward' else 1); self.rel_obj_ids.append(obj_id)
-        self.add_qualifiers(('r', len(self.rel_src) - 1), quals, where)
+@patch
+def add_relation(self: KGBuilder, item: int, relation: str,
+                 direction: str,  # 'forward' or 'backward'
+                 obj_id: str,  # the KB's id of the other end (resolved by `build`)
+                 quals: dict,
+                 where,  # the fact's place in the file, for error messages
+                ):
+    "Add a relation fact stored on `item`, with its qualifiers."
+    if direction not in ('forward', 'backward'):
+        raise KGFormatError(f"{where}.direction: expected 'forward' or 'backward', got {direction!r}")
+    self.rel_src.append(item); self.rel_rel.append(self.relations.add(relation))
+    self.rel_dir.append(0 if direction == 'forward' else 1); self.rel_obj_ids.append(obj_id)
+    self.add_qualifiers(('r', len(self.rel_src) - 1), quals, where)
 
-    def build(self) -> KG:
-        kg = KG()
-        kg.source, kg.ids, kg.names, kg._concept_sets = self.source, self.ids, self.names, {}
-        kg.is_concept = np.asarray(self.is_concept, dtype=bool)
-        kg.id_index = {i: n for n, i in enumerate(self.ids)}
-        kg.name_index = defaultdict(list)
-        for n, name in enumerate(self.names): kg.name_index[name].append(n)
-        kg.name_index = dict(kg.name_index)
-        kg.keys, kg.relations, kg.units, kg.strings, kg.key_type = (self.keys, self.relations, self.units, self.strings,
-                                                                    self.key_type)
-        self._build_concepts(kg)
-        self._build_facts(kg)
-        return kg
+# %% ../../nbs/01_kg.store.ipynb #2ec21938
+@patch
+def build(self: KGBuilder) -> KG:
+    "The `KG` of everything added, with its concept closure and indexes."
+    kg = KG()
+    kg.source, kg.ids, kg.names, kg._concept_sets = self.source, self.ids, self.names, {}
+    kg.is_concept = np.asarray(self.is_concept, dtype=bool)
+    kg.id_index = {i: n for n, i in enumerate(self.ids)}
+    kg.name_index = defaultdict(list)
+    for n, name in enumerate(self.names): kg.name_index[name].append(n)
+    kg.name_index = dict(kg.name_index)
+    kg.keys, kg.relations, kg.units, kg.strings, kg.key_type = (self.keys, self.relations, self.units, self.strings,
+                                                                self.key_type)
+    self._build_concepts(kg)
+    self._build_facts(kg)
+    return kg
 
-    def _build_concepts(self, kg: KG):
-        idx = kg.id_index
-        kg.parents = [tuple(idx[p] for p in ps if p in idx and idx[p] != i) for i, ps in enumerate(self.parent_ids)]
-        memo = {}
-        def ancestors(i: int) -> frozenset:
-            if i in memo: return memo[i]
-            seen, todo = set(), list(kg.parents[i])
-            while todo:
-                c = todo.pop()
-                if c in seen: continue
-                seen.add(c)
-                todo.extend(memo[c] if c in memo else kg.parents[c])
-            memo[i] = frozenset(seen)
-            return memo[i]
-        members = defaultdict(list)
-        for i in range(len(self.ids)):
-            for c in ancestors(i): members[c].append(i)
-        kg.concept_members = {c: np.asarray(sorted(m), dtype=np.int32) for c, m in members.items()}
+# %% ../../nbs/01_kg.store.ipynb #8d9bfb8b
+def _ancestors_of(i: int, parents: list, memo: dict) -> frozenset:
+    "Every ancestor of item `i` through `parents` (item -> parent ids), memoised in `memo`."
+    if i in memo: return memo[i]
+    seen, todo = set(), list(parents[i])
+    while todo:
+        c = todo.pop()
+        if c in seen: continue
+        seen.add(c)
+        todo.extend(memo[c] if c in memo else parents[c])
+    memo[i] = frozenset(seen)
+    return memo[i]
 
-    def _build_facts(self, kg: KG):
-        n = len(self.ids)
-        kg.attr_ent = np.asarray(self.attr_ent, dtype=np.int32)
-        kg.attr_key = np.asarray(self.attr_key, dtype=np.int32)
-        kg.attr_val = self.attr_val.freeze()
-        obj = [kg.id_index.get(o, -1) for o in self.rel_obj_ids]
-        src = np.asarray(self.rel_src, dtype=np.int32)
-        rel_order = np.argsort(src, kind='stable')  # group relation rows by subject
-        kg.rel_src, kg.rel_obj = src[rel_order], np.asarray(obj, dtype=np.int32)[rel_order]
-        kg.rel_rel = np.asarray(self.rel_rel, dtype=np.int32)[rel_order]
-        kg.rel_dir = np.asarray(self.rel_dir, dtype=np.int8)[rel_order]
-        new_pos = np.empty_like(rel_order); new_pos[rel_order] = np.arange(len(rel_order))
-        n_attr = len(kg.attr_ent)
-        owner = np.asarray([i if t == 'a' else n_attr + new_pos[i] for t, i in self.qual_owner], dtype=np.int64)
-        q_order = np.argsort(owner, kind='stable')
-        kg.qual_key = np.asarray(self.qual_key, dtype=np.int32)[q_order]
-        kg.qual_val = self.qual_val.freeze(q_order)
-        kg.qual_ptr = np.zeros(n_attr + len(src) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(owner, minlength=n_attr + len(src)), out=kg.qual_ptr[1:])
-        kg.attr_ptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(kg.attr_ent, minlength=n), out=kg.attr_ptr[1:])
-        kg.rel_ptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(kg.rel_src, minlength=n), out=kg.rel_ptr[1:])
-        kg.attr_by_key = _csr(kg.attr_key, len(self.keys))
-        kg.rel_by_rd = _csr(2*kg.rel_rel + kg.rel_dir, 2*len(self.relations))
+@patch
+def _build_concepts(self: KGBuilder, kg: KG):
+    "`kg.parents` (parent ids that name nothing dropped) and `kg.concept_members`, ancestors included."
+    idx = kg.id_index
+    kg.parents = [tuple(idx[p] for p in ps if p in idx and idx[p] != i) for i, ps in enumerate(self.parent_ids)]
+    memo, members = {}, defaultdict(list)
+    for i in range(len(self.ids)):
+        for c in _ancestors_of(i, kg.parents, memo): members[c].append(i)
+    kg.concept_members = {c: np.asarray(sorted(m), dtype=np.int32) for c, m in members.items()}
+
+# %% ../../nbs/01_kg.store.ipynb #30a377c3
+@patch
+def _build_facts(self: KGBuilder, kg: KG):
+    "The attribute, relation and qualifier columns of `kg`, and its indexes."
+    kg.attr_ent = np.asarray(self.attr_ent, dtype=np.int32)
+    kg.attr_key = np.asarray(self.attr_key, dtype=np.int32)
+    kg.attr_val = self.attr_val.freeze()
+    new_pos = self._build_relations(kg)
+    self._build_qualifiers(kg, new_pos)
+    self._build_indexes(kg)
+
+@patch
+def _build_relations(self: KGBuilder, kg: KG) -> np.ndarray:
+    "Relation rows grouped (stably) by subject, objects resolved to ids; returns each load-order row's new position."
+    obj = [kg.id_index.get(o, -1) for o in self.rel_obj_ids]
+    src = np.asarray(self.rel_src, dtype=np.int32)
+    rel_order = np.argsort(src, kind='stable')  # group relation rows by subject
+    kg.rel_src, kg.rel_obj = src[rel_order], np.asarray(obj, dtype=np.int32)[rel_order]
+    kg.rel_rel = np.asarray(self.rel_rel, dtype=np.int32)[rel_order]
+    kg.rel_dir = np.asarray(self.rel_dir, dtype=np.int8)[rel_order]
+    new_pos = np.empty_like(rel_order); new_pos[rel_order] = np.arange(len(rel_order))
+    return new_pos
+
+@patch
+def _build_qualifiers(self: KGBuilder, kg: KG,
+                      new_pos: np.ndarray,  # each load-order relation row's position in `kg`
+                     ):
+    "Qualifier rows grouped (stably) by fact: attribute fact `i`, relation fact `n_attr + j`; and `qual_ptr`."
+    n_attr = len(kg.attr_ent)
+    owner = np.asarray([i if t == 'a' else n_attr + new_pos[i] for t, i in self.qual_owner], dtype=np.int64)
+    q_order = np.argsort(owner, kind='stable')
+    kg.qual_key = np.asarray(self.qual_key, dtype=np.int32)[q_order]
+    kg.qual_val = self.qual_val.freeze(q_order)
+    kg.qual_ptr = _group_ptr(owner, n_attr + len(kg.rel_src))
+
+@patch
+def _build_indexes(self: KGBuilder, kg: KG):
+    "The CSR indexes: facts by entity, attribute rows by key, relation rows by (relation, direction)."
+    n = len(self.ids)
+    kg.attr_ptr = _group_ptr(kg.attr_ent, n)
+    kg.rel_ptr = _group_ptr(kg.rel_src, n)
+    kg.attr_by_key = _csr(kg.attr_key, len(self.keys))
+    kg.rel_by_rd = _csr(2*kg.rel_rel + kg.rel_dir, 2*len(self.relations))
 
 # %% ../../nbs/01_kg.store.ipynb #5ab06910
 def _require(cond: bool, msg: str):
@@ -436,7 +524,8 @@ def gather_rows(ptr: np.ndarray,  # a CSR pointer array (e.g. `KG.rel_ptr`)
     offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
     return offsets + np.arange(total)
 
-def _elements(self) -> dict[str, list[str]]:
+@patch
+def elements(self: KG) -> dict[str, list[str]]:
     "The distinct names of each element type (entities, concepts, relations, attributes, qualifiers), in KG order."
     ents = [n for n, c in zip(self.names, self.is_concept) if not c]
     return {'entities': list(dict.fromkeys(ents)), 'concepts': list(dict.fromkeys(self.concept_names)),
@@ -444,24 +533,27 @@ def _elements(self) -> dict[str, list[str]]:
             'attributes': [self.keys.items[k] for k in np.unique(self.attr_key).tolist()],
             'qualifiers': [self.keys.items[k] for k in np.unique(self.qual_key).tolist()]}
 
-def _unit_names(self) -> list[str]:
+@patch
+def unit_names(self: KG) -> list[str]:
     "Every unit a quantity of the KG has ('1': none), in first-seen order."
     return list(self.units.items)
 
 # %% ../../nbs/01_kg.store.ipynb #78ae9c74
-def _start_nodes(self, name: str,  # an entity or concept name
-                 concept: bool,  # True: `name` is a concept, start from its members
-                ) -> np.ndarray:
+@patch
+def start_nodes(self: KG, name: str,  # an entity or concept name
+                concept: bool,  # True: `name` is a concept, start from its members
+               ) -> np.ndarray:
     "Sorted ids of the entities called `name`, or of every member of the concepts called `name`."
     ids = [i for i in self.find(name) if bool(self.is_concept[i]) == concept]
     if not concept: return np.asarray(sorted(ids), dtype=np.int64)
     members = [self.concept_members.get(i, np.zeros(0, dtype=np.int32)) for i in ids]
     return np.unique(np.concatenate(members).astype(np.int64)) if members else np.zeros(0, dtype=np.int64)
 
-def _neighbourhood(self, nodes,  # item ids
-                   relations=None,  # keep only these relation names (None: all)
-                   keys=None,  # keep only these attribute keys (None: all)
-                  ) -> tuple[list, list]:
+@patch
+def neighbourhood(self: KG, nodes,  # item ids
+                  relations=None,  # keep only these relation names (None: all)
+                  keys=None,  # keep only these attribute keys (None: all)
+                 ) -> tuple[list, list]:
     """One BFS level around `nodes`: [(relation, direction, far-end ids, qualifier keys)] of their relation facts and
     [(key, qualifier keys)] of their attribute facts, in KG order (relation id then direction, key id)."""
     nodes = np.asarray(nodes, dtype=np.int64)
@@ -484,8 +576,9 @@ def _neighbourhood(self, nodes,  # item ids
              if keys is None or self.keys.items[k] in keys]
     return rels, attrs
 
-def _item_schema(self, name: str,  # an entity (or concept) name
-                ) -> set[tuple]:
+@patch
+def item_schema(self: KG, name: str,  # an entity (or concept) name
+               ) -> set[tuple]:
     "Every ('relation', r, direction) and ('key', k) that the items called `name` have."
     out = set()
     for i in self.find(name):
@@ -495,26 +588,26 @@ def _item_schema(self, name: str,  # an entity (or concept) name
     return out
 
 # %% ../../nbs/01_kg.store.ipynb #fce33754
-def _key_values(self, key: str, qualifier: bool) -> tuple[ValueArrays, np.ndarray]:
+@patch
+def _key_values(self: KG, key: str, qualifier: bool) -> tuple[ValueArrays, np.ndarray]:
     "(value table, rows) of the attribute (or qualifier) values under `key`, in row order."
     if not qualifier: return self.attr_val, self.attr_rows(key)
     k = self.keys.get(key)
     return self.qual_val, (np.flatnonzero(self.qual_key == k) if k >= 0 else np.zeros(0, dtype=np.int64))
 
-def _key_units(self, key: str,  # an attribute or qualifier key
-               qualifier: bool = False,  # the qualifier values under `key` (else the attribute values)
-              ) -> list[str]:
+@patch
+def key_units(self: KG, key: str,  # an attribute or qualifier key
+              qualifier: bool = False,  # the qualifier values under `key` (else the attribute values)
+             ) -> list[str]:
     "The units of the quantities under `key`, most common first (first seen wins a tie)."
-    vals, rows = _key_values(self, key, qualifier)
+    vals, rows = self._key_values(key, qualifier)
     ids = vals.unit[rows][vals.vtype[rows] == QUANTITY].tolist()
     return [self.units.items[u] for u, _ in Counter(ids).most_common()]
 
-def _key_strings(self, key: str,  # an attribute or qualifier key
-                 qualifier: bool = False,  # the qualifier values under `key` (else the attribute values)
-                ) -> list[str]:
+@patch
+def key_strings(self: KG, key: str,  # an attribute or qualifier key
+                qualifier: bool = False,  # the qualifier values under `key` (else the attribute values)
+               ) -> list[str]:
     "The distinct string values under `key`, in first-seen order."
-    vals, rows = _key_values(self, key, qualifier)
+    vals, rows = self._key_values(key, qualifier)
     return [self.strings.items[s] for s in np.unique(vals.sid[rows][vals.vtype[rows] == STRING]).tolist()]
-
-KG.elements, KG.unit_names, KG.start_nodes, KG.neighbourhood = _elements, _unit_names, _start_nodes, _neighbourhood
-KG.item_schema, KG.key_units, KG.key_strings = _item_schema, _key_units, _key_strings

@@ -65,7 +65,9 @@ class Decoding:
             raise ValueError(f'grammar must be GBNF text or None, got {self.grammar!r}')
 
     @property
-    def greedy(self) -> bool: return self.temperature == 0
+    def greedy(self) -> bool:
+        "Whether decoding always takes the most likely token (temperature 0)."
+        return self.temperature == 0
 
     @cached_property
     def grammar_sha256(self) -> str | None:
@@ -97,7 +99,7 @@ class Completion:
     prompt_seconds: float | None = None  # part of `seconds` spent reading the prompt (None: the backend cannot tell)
     constrained: bool = False  # True when the backend really decoded under the decoding's grammar
     lookup_seconds: float | None = None  # time the cache lookup itself took (None: not from the cache)
-    engine: str = ''  # what enforced the grammar: 'gbnf' or 'llguidance' in process, 'server:<api>' on a server; '' without one
+    engine: str = ''  # what enforced the grammar: 'gbnf' or 'llguidance' in process, 'server:<api>' on a server, or ''
 
     @property
     def generation_seconds(self) -> float | None:
@@ -289,6 +291,7 @@ class ResponseCache:
         with self._lock: return self._db.execute('SELECT COUNT(*) FROM completions').fetchone()[0]
 
     def close(self):
+        "Close the sqlite connection."
         with self._lock: self._db.close()
 
 # %% ../../nbs/30_llm.backends.ipynb #696c45d6
@@ -303,7 +306,9 @@ class CachedBackend(LLMBackend):
         self.cache = ResponseCache(path or default_cache_path())
 
     @property
-    def engine(self) -> str: return self.backend.engine  # the wrapped backend's (it may change between calls)
+    def engine(self) -> str:
+        "The grammar engine of the wrapped backend (it may change between calls)."
+        return self.backend.engine
 
     def _lookup(self, prompt: str, decoding: Decoding) -> Completion | None:
         t = time.perf_counter()
@@ -565,7 +570,9 @@ def _request(self: OpenAIBackend, send: Callable,  # makes one request
 
 # %% ../../nbs/30_llm.backends.ipynb #42a45a3a
 @patch(as_prop=True)
-def can_constrain(self: OpenAIBackend) -> bool: return self.grammar_api != 'none'
+def can_constrain(self: OpenAIBackend) -> bool:
+    "Whether a request can carry a grammar: the server reads one (`grammar_api` is not 'none')."
+    return self.grammar_api != 'none'
 
 @patch
 def _request_args(self: OpenAIBackend, d: Decoding) -> dict:
@@ -830,11 +837,10 @@ GRAMMAR_CACHE_SIZE = 8  # checked (gbnf) or compiled (llguidance) grammars a Lla
 
 _OPEN_LOCAL_MODELS = weakref.WeakSet()  # LlamaCppBackends whose model is loaded and not closed yet
 
+@atexit.register  # once, when the module is imported
 def close_local_models() -> None:
     "Close every local model still open; runs at interpreter exit, before the modules llama.cpp's destructors need go."
     for backend in list(_OPEN_LOCAL_MODELS): backend.close()
-
-atexit.register(close_local_models)  # once, when the module is imported
 
 # %% ../../nbs/30_llm.backends.ipynb #c19511d7
 class LlamaCppBackend(LLMBackend):

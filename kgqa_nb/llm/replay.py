@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable, Sequence
+from fastcore.basics import patch
 from .backends import Completion, Decoding, FakeBackend, LLMCallError, ResponseCache
 
 # %% auto #0
@@ -66,16 +67,19 @@ class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 512  # the listen backlog: 64 clients connecting at once must not be refused
     allow_reuse_address = True  # a restart binds the same port at once
 
-    def handle_error(self, request, client_address):  # a client that went away is no error of ours
+    def handle_error(self, request, client_address):
+        "Report an error in a handler thread, unless it is a client that went away (no error of ours)."
         import sys
         if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
             super().handle_error(request, client_address)
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = 'HTTP/1.0'  # one request per connection: a dropped connection drops exactly one request
-    def log_message(self, *args): pass
+    def log_message(self, *args):
+        "Log nothing (the server counts requests in `ReplayServer.stats`)."
 
     def send_json(self, status: int, body: dict, headers: dict | None = None):
+        "Send `body` as the JSON answer with HTTP `status` (and extra `headers`)."
         data = json.dumps(body, ensure_ascii=False).encode('utf-8')
         self.send_response(status)
         self.send_header('Content-Type', 'application/json'); self.send_header('Content-Length', str(len(data)))
@@ -90,10 +94,12 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError: pass
 
     def do_GET(self):
+        "Answer `GET /v1/models`; any other GET is a 404."
         if self.path.rstrip('/') in ('/v1/models', '/models'): self.send_json(200, self.server.replay.models())
         else: self.send_json(404, _error(f'no such endpoint: GET {self.path}', 'not_found'))
 
     def do_POST(self):
+        "Hand the request to the `ReplayServer` (completions and chat completions)."
         raw = self.rfile.read(int(self.headers.get('Content-Length') or 0))
         self.server.replay.handle(self, self.path, raw)
 
@@ -140,102 +146,150 @@ class ReplayServer:
         self._httpd = self._thread = None
         self._stop = threading.Event()
 
-    @property
-    def url(self) -> str:
-        "The base URL to give `OpenAIBackend` (ends in /v1)."
-        return f'http://{self.host}:{self.port}/v1'
-
-    @property
-    def running(self) -> bool: return self._httpd is not None
-
-    def start(self) -> ReplayServer:
-        "Listen (again) and serve in a background thread."
-        if self._httpd is not None: return self
-        self._stop = threading.Event()
-        self._httpd = _HTTPServer((self.host, self.port), _Handler)
-        self._httpd.replay = self
-        self.port = self._httpd.server_address[1]
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs=dict(poll_interval=0.05),
-                                        name=f'replay-{self.port}', daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self):
-        "Stop as a killed server does: the port closes and requests waiting for an answer get none."
-        if self._httpd is None: return
-        self._stop.set()
-        self._httpd.shutdown(); self._httpd.server_close(); self._thread.join()
-        self._httpd = self._thread = None
-
-    def down_for(self, seconds: float,  # how long the server stays away
-                ) -> threading.Timer:
-        "Kill the server now and start it again on the same port after `seconds` (returns the timer)."
-        self.stop()
-        timer = threading.Timer(seconds, self.start)
-        timer.daemon = True
-        timer.start()
-        return timer
-
     def __enter__(self) -> ReplayServer: return self.start()
     def __exit__(self, *exc): self.stop()
 
-    def models(self) -> dict:
-        return {'object': 'list', 'data': [{'id': self.model, 'object': 'model', 'owned_by': 'kgqa_nb.llm.replay'}]}
+# %% ../../nbs/31_llm.replay.ipynb #299145a8
+@patch(as_prop=True)
+def url(self: ReplayServer) -> str:
+    "The base URL to give `OpenAIBackend` (ends in /v1)."
+    return f'http://{self.host}:{self.port}/v1'
 
-    def _answer(self, model: str, prompt: str, decoding: Decoding) -> tuple[Completion | None, str]:
-        with self._lock:
-            if self.cache is not None:
-                hit = self.cache.get(model, prompt, decoding)
-                if hit is not None: return hit, 'cache'
-            if self.script is not None:
-                try: return self.script._complete(prompt, decoding), 'script'
-                except LLMCallError: pass
-        return None, 'missing'
+@patch(as_prop=True)
+def running(self: ReplayServer) -> bool:
+    "Whether the server listens now."
+    return self._httpd is not None
 
-    def handle(self, h: _Handler, path: str, raw: bytes):
-        "Answer one POST (called by the handler thread)."
+@patch
+def start(self: ReplayServer) -> ReplayServer:
+    "Listen (again) and serve in a background thread."
+    if self._httpd is not None: return self
+    self._stop = threading.Event()
+    self._httpd = _HTTPServer((self.host, self.port), _Handler)
+    self._httpd.replay = self
+    self.port = self._httpd.server_address[1]
+    self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs=dict(poll_interval=0.05),
+                                    name=f'replay-{self.port}', daemon=True)
+    self._thread.start()
+    return self
+
+@patch
+def stop(self: ReplayServer):
+    "Stop as a killed server does: the port closes and requests waiting for an answer get none."
+    if self._httpd is None: return
+    self._stop.set()
+    self._httpd.shutdown(); self._httpd.server_close(); self._thread.join()
+    self._httpd = self._thread = None
+
+@patch
+def down_for(self: ReplayServer, seconds: float,  # how long the server stays away
+            ) -> threading.Timer:
+    "Kill the server now and start it again on the same port after `seconds` (returns the timer)."
+    self.stop()
+    timer = threading.Timer(seconds, self.start)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+# %% ../../nbs/31_llm.replay.ipynb #ef0ac0bd
+@patch
+def models(self: ReplayServer) -> dict:
+    "The body of `GET /v1/models`: the one model this server names."
+    return {'object': 'list', 'data': [{'id': self.model, 'object': 'model', 'owned_by': 'kgqa_nb.llm.replay'}]}
+
+@patch
+def _answer(self: ReplayServer, model: str, prompt: str, decoding: Decoding) -> tuple[Completion | None, str]:
+    "(completion, 'cache' or 'script'), or (None, 'missing') when neither answers."
+    with self._lock:
+        if self.cache is not None:
+            hit = self.cache.get(model, prompt, decoding)
+            if hit is not None: return hit, 'cache'
+        if self.script is not None:
+            try: return self.script._complete(prompt, decoding), 'script'
+            except LLMCallError: pass
+    return None, 'missing'
+
+# %% ../../nbs/31_llm.replay.ipynb #42b28933
+@patch
+def _next_fault(self: ReplayServer) -> str:
+    "The outcome the fault plan gives the next request, counted in `stats`."
+    with self._lock:
+        n = self.stats['requests']; self.stats['requests'] += 1
+        fault = self.faults.outcome(n) if self.faults else 'ok'
+        self.stats[fault] += 1
+    return fault
+
+@patch
+def _inject(self: ReplayServer, h: _Handler, fault: str, stop: threading.Event):
+    "Fail one request as `fault` says: a 429 (with Retry-After if set), a 500, a held or a dropped connection."
+    f = self.faults
+    if fault == '429':
+        ra = {} if f.retry_after is None else {'Retry-After': f'{f.retry_after:g}'}
+        return h.send_json(429, _error('rate limit reached (injected by the replay server)', 'rate_limit_error'), ra)
+    if fault == '500':
+        return h.send_json(500, _error('internal error (injected by the replay server)', 'server_error'))
+    if fault == 'timeout': stop.wait(f.hang)
+    return h.drop()
+
+@patch
+def _read_request(self: ReplayServer, h: _Handler, path: str, raw: bytes) -> tuple | None:
+    "(kind, prompt, decoding, model) of a completions or chat request, or None once a 404 or 400 is sent."
+    p = path.split('?')[0].rstrip('/')
+    kind = 'chat' if p.endswith('/chat/completions') else 'completions' if p.endswith('/completions') else None
+    if kind is None: return h.send_json(404, _error(f'no such endpoint: POST {path}', 'not_found'))
+    try:
+        body = json.loads(raw)
+        prompt = body['messages'][-1]['content'] if kind == 'chat' else body['prompt']
+        if not isinstance(prompt, str): raise ValueError('the prompt must be one string')
+        decoding, model = request_decoding(body), body.get('model') or self.model
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        return h.send_json(400, _error(f'bad request: {type(e).__name__}: {e}', 'invalid_request_error'))
+    return kind, prompt, decoding, model
+
+# %% ../../nbs/31_llm.replay.ipynb #c2b3ba13
+@patch
+def _no_answer(self: ReplayServer, h: _Handler, model: str, prompt: str, decoding: Decoding):
+    "Send the 404 of a prompt that neither the cache nor the script answers (counted as 'missing')."
+    with self._lock: self.stats['missing'] += 1
+    key = ResponseCache.key(model, prompt, decoding)[:16]
+    return h.send_json(404, _error(f'the replay server has no answer for this prompt (model {model!r}, cache '
+                                   f'key {key}): not in its response cache, and no script or default answers '
+                                   f'it', 'not_found'))
+
+@patch
+def _seconds(self: ReplayServer, c: Completion, source: str) -> float:
+    "How long answer `c` takes: the latency (plus per token), or the cached call's own seconds with `replay_timings`."
+    seconds = self.latency + self.per_token * c.completion_tokens
+    if self.replay_timings and source == 'cache': seconds = c.seconds
+    return seconds
+
+@patch
+def _hold_slot(self: ReplayServer, seconds: float, stop: threading.Event) -> bool:
+    "Wait for a slot and hold it `seconds`; returns True when the server was killed meanwhile."
+    with self._slots:
         with self._lock:
-            n = self.stats['requests']; self.stats['requests'] += 1
-            fault = self.faults.outcome(n) if self.faults else 'ok'
-            self.stats[fault] += 1
-        stop, f = self._stop, self.faults
-        if fault == '429':
-            ra = {} if f.retry_after is None else {'Retry-After': f'{f.retry_after:g}'}
-            return h.send_json(429, _error('rate limit reached (injected by the replay server)', 'rate_limit_error'),
-                               ra)
-        if fault == '500':
-            return h.send_json(500, _error('internal error (injected by the replay server)', 'server_error'))
-        if fault == 'timeout': stop.wait(f.hang)
-        if fault in ('timeout', 'drop'): return h.drop()
-        p = path.split('?')[0].rstrip('/')
-        kind = 'chat' if p.endswith('/chat/completions') else 'completions' if p.endswith('/completions') else None
-        if kind is None: return h.send_json(404, _error(f'no such endpoint: POST {path}', 'not_found'))
-        try:
-            body = json.loads(raw)
-            prompt = body['messages'][-1]['content'] if kind == 'chat' else body['prompt']
-            if not isinstance(prompt, str): raise ValueError('the prompt must be one string')
-            decoding, model = request_decoding(body), body.get('model') or self.model
-        except (ValueError, KeyError, IndexError, TypeError) as e:
-            return h.send_json(400, _error(f'bad request: {type(e).__name__}: {e}', 'invalid_request_error'))
-        c, source = self._answer(model, prompt, decoding)
-        if c is None:
-            with self._lock: self.stats['missing'] += 1
-            key = ResponseCache.key(model, prompt, decoding)[:16]
-            return h.send_json(404, _error(f'the replay server has no answer for this prompt (model {model!r}, cache '
-                                           f'key {key}): not in its response cache, and no script or default answers '
-                                           f'it', 'not_found'))
-        seconds = self.latency + self.per_token * c.completion_tokens
-        if self.replay_timings and source == 'cache': seconds = c.seconds
-        with self._slots:
-            with self._lock:
-                self.in_flight += 1; self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            try: killed = stop.wait(seconds) if seconds > 0 else stop.is_set()
-            finally:
-                with self._lock: self.in_flight -= 1
-        if killed: return h.drop()
-        with self._lock:
-            self.stats['answered'] += 1; self.stats[source] += 1; self.answered[prompt] += 1
-        h.send_json(200, _response(kind, model, c))
+            self.in_flight += 1; self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try: return stop.wait(seconds) if seconds > 0 else stop.is_set()
+        finally:
+            with self._lock: self.in_flight -= 1
+
+@patch
+def handle(self: ReplayServer, h: _Handler,  # the handler of the request's connection
+           path: str, raw: bytes,  # the request's path and body
+          ):
+    "Answer one POST (called by the handler thread)."
+    fault = self._next_fault()
+    stop = self._stop
+    if fault != 'ok': return self._inject(h, fault, stop)
+    request = self._read_request(h, path, raw)
+    if request is None: return
+    kind, prompt, decoding, model = request
+    c, source = self._answer(model, prompt, decoding)
+    if c is None: return self._no_answer(h, model, prompt, decoding)
+    if self._hold_slot(self._seconds(c, source), stop): return h.drop()
+    with self._lock:
+        self.stats['answered'] += 1; self.stats[source] += 1; self.answered[prompt] += 1
+    h.send_json(200, _response(kind, model, c))
 
 # %% ../../nbs/31_llm.replay.ipynb #5e9f441f
 def main(argv: Sequence[str] | None = None):
