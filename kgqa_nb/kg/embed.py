@@ -11,6 +11,7 @@ import sqlite3
 import time
 from pathlib import Path
 import numpy as np
+from fastcore.basics import patch
 from ..core import progress_bar
 from ..core import KGQAError
 
@@ -103,9 +104,14 @@ class Embedder:
         self.stats = {'memory_hits': 0, 'disk_hits': 0, 'encoded': 0}
 
     @property
-    def model(self): return load_model(self.model_name)
+    def model(self):
+        "The loaded SentenceTransformer (see `load_model`)."
+        return load_model(self.model_name)
+
     @property
-    def dim(self) -> int: return _dimension(self.model)
+    def dim(self) -> int:
+        "The length of one embedding vector."
+        return _dimension(self.model)
 
     def _encode_missing(self, texts: list[str], progress: bool):
         chunk = max(self.batch_size * 8, 1)
@@ -177,67 +183,81 @@ class KGIndex:
             self.collections = {k: self.client.get_collection(k) for k in KINDS}
         self._name_sets = {k: set(v) for k, v in self.elements.items()}
 
-    def _client(self):
-        import chromadb
-        from chromadb.config import Settings
-        return chromadb.PersistentClient(path=str(self.dir), settings=Settings(**CHROMA_SETTINGS))
+# %% ../../nbs/05_kg.embed.ipynb #9cc369ed
+@patch
+def _client(self: KGIndex):
+    "A ChromaDB client on the index folder."
+    import chromadb
+    from chromadb.config import Settings
+    return chromadb.PersistentClient(path=str(self.dir), settings=Settings(**CHROMA_SETTINGS))
 
-    def _build(self, progress: bool):
-        t0 = time.perf_counter()
-        client = self._client()
-        for col in client.list_collections():  # left by an interrupted build
-            client.delete_collection(col if isinstance(col, str) else col.name)
-        step = min(client.get_max_batch_size(), 4000)
-        for kind in KINDS:
-            names = self.elements[kind]
-            col = client.create_collection(kind, metadata={'hnsw:space': 'cosine'}, embedding_function=None)
-            bar = progress_bar(total=len(names), desc=f'indexing {kind}', disable=not progress or len(names) < 1000,
-                               leave=False)
-            for i in range(0, len(names), step):
-                part = names[i:i+step]
-                vecs = self.embedder.encode([element_text(n) for n in part], progress=False)
-                col.add(ids=[str(j) for j in range(i, i + len(part))], embeddings=vecs, documents=part)
-                bar.update(len(part))
-            bar.close()
-        self.build_seconds = time.perf_counter() - t0
-        manifest = {'fingerprint': self.fingerprint, 'model': self.embedder.model_name,
-                    'counts': {k: len(v) for k, v in self.elements.items()},
-                    'build_seconds': round(self.build_seconds, 2),
-                    'built_at': time.strftime('%Y-%m-%dT%H:%M:%S')}
-        (self.dir/'manifest.json').write_text(json.dumps(manifest, indent=1))
-        del client
-        self.built = True
+@patch
+def _build(self: KGIndex, progress: bool):
+    "Encode and insert every element of every kind, then write the manifest."
+    t0 = time.perf_counter()
+    client = self._client()
+    for col in client.list_collections():  # left by an interrupted build
+        client.delete_collection(col if isinstance(col, str) else col.name)
+    step = min(client.get_max_batch_size(), 4000)
+    for kind in KINDS:
+        names = self.elements[kind]
+        col = client.create_collection(kind, metadata={'hnsw:space': 'cosine'}, embedding_function=None)
+        bar = progress_bar(total=len(names), desc=f'indexing {kind}', disable=not progress or len(names) < 1000,
+                           leave=False)
+        for i in range(0, len(names), step):
+            part = names[i:i+step]
+            vecs = self.embedder.encode([element_text(n) for n in part], progress=False)
+            col.add(ids=[str(j) for j in range(i, i + len(part))], embeddings=vecs, documents=part)
+            bar.update(len(part))
+        bar.close()
+    self.build_seconds = time.perf_counter() - t0
+    manifest = {'fingerprint': self.fingerprint, 'model': self.embedder.model_name,
+                'counts': {k: len(v) for k, v in self.elements.items()},
+                'build_seconds': round(self.build_seconds, 2),
+                'built_at': time.strftime('%Y-%m-%dT%H:%M:%S')}
+    (self.dir/'manifest.json').write_text(json.dumps(manifest, indent=1))
+    del client
+    self.built = True
 
-    def count(self, kind: str) -> int: return self.collections[self._kind(kind)].count()
+# %% ../../nbs/05_kg.embed.ipynb #b5f028d6
+@patch
+def _kind(self: KGIndex, kind: str) -> str:
+    "`kind` itself when it is one of KINDS; else an EmbeddingError."
+    if kind not in KINDS: raise EmbeddingError(f'unknown element kind {kind!r}; expected one of {", ".join(KINDS)}')
+    return kind
 
-    def _kind(self, kind: str) -> str:
-        if kind not in KINDS: raise EmbeddingError(f'unknown element kind {kind!r}; expected one of {", ".join(KINDS)}')
-        return kind
+@patch
+def count(self: KGIndex, kind: str) -> int:
+    "How many elements of `kind` the index holds."
+    return self.collections[self._kind(kind)].count()
 
-    def search_many(self, kind: str,  # one of KINDS
-                    queries: list[str],  # query texts (e.g. generated KoPL inputs)
-                    k: int = 10,  # results per query
-                   ) -> list[list[tuple[str, float]]]:
-        "For each query, the k nearest elements of `kind` as (name, cosine similarity), best first."
-        col = self.collections[self._kind(kind)]
-        n = min(k, col.count())
-        if not queries or n == 0: return [[] for _ in queries]
-        vecs = self.embedder.encode([element_text(q) for q in queries])
-        res = col.query(query_embeddings=vecs, n_results=n, include=['documents', 'distances'])
-        out = []
-        for q, docs, dists in zip(queries, res['documents'], res['distances']):
-            hits = [(d, round(1.0 - float(x), 6)) for d, x in zip(docs, dists)]
-            if q in self._name_sets[kind]:  # a verbatim name always comes first
-                hits = [(q, 1.0)] + [h for h in hits if h[0] != q][:n - 1]
-            out.append(hits)
-        return out
+@patch
+def search_many(self: KGIndex, kind: str,  # one of KINDS
+                queries: list[str],  # query texts (e.g. generated KoPL inputs)
+                k: int = 10,  # results per query
+               ) -> list[list[tuple[str, float]]]:
+    "For each query, the k nearest elements of `kind` as (name, cosine similarity), best first."
+    col = self.collections[self._kind(kind)]
+    n = min(k, col.count())
+    if not queries or n == 0: return [[] for _ in queries]
+    vecs = self.embedder.encode([element_text(q) for q in queries])
+    res = col.query(query_embeddings=vecs, n_results=n, include=['documents', 'distances'])
+    out = []
+    for q, docs, dists in zip(queries, res['documents'], res['distances']):
+        hits = [(d, round(1.0 - float(x), 6)) for d, x in zip(docs, dists)]
+        if q in self._name_sets[kind]:  # a verbatim name always comes first
+            hits = [(q, 1.0)] + [h for h in hits if h[0] != q][:n - 1]
+        out.append(hits)
+    return out
 
-    def search(self, kind: str,  # one of KINDS
-               query: str,  # the query text
-               k: int = 10,  # number of results
-              ) -> list[tuple[str, float]]:
-        "The k nearest elements of `kind` to `query` as (name, cosine similarity), best first."
-        return self.search_many(kind, [query], k)[0]
+@patch
+def search(self: KGIndex, kind: str,  # one of KINDS
+           query: str,  # the query text
+           k: int = 10,  # number of results
+          ) -> list[tuple[str, float]]:
+    "The k nearest elements of `kind` to `query` as (name, cosine similarity), best first."
+    return self.search_many(kind, [query], k)[0]
 
-    def __repr__(self) -> str:
-        return f'KGIndex({self.dir.name}: ' + ', '.join(f'{len(v):,} {k}' for k, v in self.elements.items()) + ')'
+@patch
+def __repr__(self: KGIndex) -> str:
+    return f'KGIndex({self.dir.name}: ' + ', '.join(f'{len(v):,} {k}' for k, v in self.elements.items()) + ')'

@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
+from fastcore.basics import patch
 from ..core import KGQAError, cache_dir, file_lock, norm_text, slug
 from ..kg.embed import CHROMA_SETTINGS, Embedder
 from .facts import ENTITY_MASK, CONCEPT_MASK, load_stopwords, mask_question, oracle_mentions, words
@@ -290,176 +291,201 @@ class DemoIndex:
         self._profiles: dict[str, set] = {}
         self._nearest: dict[tuple, list[int]] = {}
 
-    def _client(self):
-        import chromadb
-        from chromadb.config import Settings
-        return chromadb.PersistentClient(path=str(self.dir), settings=Settings(**CHROMA_SETTINGS))
-
-    def _complete(self) -> bool:
-        try: return json.loads((self.dir/'manifest.json').read_text())['count'] == len(self.demos)
-        except (OSError, ValueError, KeyError): return False
-
-    def _build(self):
-        t0 = time.perf_counter()
-        client = self._client()
-        for col in client.list_collections():  # left by an interrupted build
-            client.delete_collection(col if isinstance(col, str) else col.name)
-        for name, texts in zip(COLLECTIONS, (self.skeletons, self.masked)):
-            col = client.create_collection(name, metadata={'hnsw:space': 'cosine'}, embedding_function=None)
-            step = min(client.get_max_batch_size(), 4000)
-            for i in range(0, len(texts), step):
-                part = texts[i:i + step]
-                col.add(ids=[str(j) for j in range(i, i + len(part))],
-                        embeddings=self.embedder.encode(part, progress=False),
-                        documents=part, metadatas=[{'demo_id': d.id} for d in self.demos[i:i + len(part)]])
-        self.build_seconds = time.perf_counter() - t0
-        manifest = {'fingerprint': self.fingerprint, 'pool': self.name, 'model': self.embedder.model_name,
-                    'count': len(self.demos), 'build_seconds': round(self.build_seconds, 2),
-                    'built_at': time.strftime('%Y-%m-%dT%H:%M:%S')}
-        (self.dir/'manifest.json').write_text(json.dumps(manifest, indent=1))
-        del client
-        self.built = True
-
-    def _read_vectors(self, name: str) -> np.ndarray:
-        got = self.collections[name].get(include=['embeddings'])
-        vecs = np.zeros((len(self.demos), len(got['embeddings'][0])), dtype=np.float32)
-        for i, v in zip(got['ids'], got['embeddings']): vecs[int(i)] = v
-        return vecs
-
     def __len__(self) -> int: return len(self.demos)
     def __repr__(self) -> str: return f'DemoIndex({self.name or "pool"}: {len(self)} demos, {self.dir.name})'
 
-    def excluded(self, exclude=(), question: str | None = None) -> set[int]:
-        "Pool positions named by `exclude` (ids or question texts), plus those whose question is `question`."
-        names = [exclude] if isinstance(exclude, str) else list(exclude)
-        if question is not None: names.append(question)
-        out = set()
-        for x in names:
-            x = getattr(x, 'id', x)
-            out.update(self._positions.get(str(x), [])); out.update(self._positions.get(norm_text(x), []))
-        return out
+# %% ../../nbs/42_stages.demos.ipynb #5a67fa02
+@patch
+def _client(self: DemoIndex):
+    "A ChromaDB client on the index folder."
+    import chromadb
+    from chromadb.config import Settings
+    return chromadb.PersistentClient(path=str(self.dir), settings=Settings(**CHROMA_SETTINGS))
 
-    def _candidates(self, collection: str, text: str, n: int, skip: set[int]) -> list[int]:
-        "Pool positions nearest to `text` in a collection, excluded ones dropped (memoised: retries ask again)."
-        k = min(len(self.demos), max(self.fetch, 8 * n) + len(skip))
-        key = (collection, text, k)
-        if key not in self._nearest:
-            if len(self._nearest) > 20000: self._nearest.clear()
-            vec = self.embedder.encode([text])[0]
-            res = self.collections[collection].query(query_embeddings=[vec], n_results=k, include=[])
-            self._nearest[key] = [int(i) for i in res['ids'][0]]
-        return [i for i in self._nearest[key] if i not in skip]
+@patch
+def _complete(self: DemoIndex) -> bool:
+    "Whether the folder holds a finished build of this pool (its manifest counts every demo)."
+    try: return json.loads((self.dir/'manifest.json').read_text())['count'] == len(self.demos)
+    except (OSError, ValueError, KeyError): return False
 
-    def _profiles_of(self, entities) -> list[set]:
-        if self.kg is None: return []
-        for e in entities:
-            if e not in self._profiles: self._profiles[e] = entity_profile(self.kg, e)
-        return [self._profiles[e] for e in entities if self._profiles[e]]
+@patch
+def _build(self: DemoIndex):
+    "Encode and insert the skeletons and masked questions, then write the manifest."
+    t0 = time.perf_counter()
+    client = self._client()
+    for col in client.list_collections():  # left by an interrupted build
+        client.delete_collection(col if isinstance(col, str) else col.name)
+    for name, texts in zip(COLLECTIONS, (self.skeletons, self.masked)):
+        col = client.create_collection(name, metadata={'hnsw:space': 'cosine'}, embedding_function=None)
+        step = min(client.get_max_batch_size(), 4000)
+        for i in range(0, len(texts), step):
+            part = texts[i:i + step]
+            col.add(ids=[str(j) for j in range(i, i + len(part))],
+                    embeddings=self.embedder.encode(part, progress=False),
+                    documents=part, metadatas=[{'demo_id': d.id} for d in self.demos[i:i + len(part)]])
+    self.build_seconds = time.perf_counter() - t0
+    manifest = {'fingerprint': self.fingerprint, 'pool': self.name, 'model': self.embedder.model_name,
+                'count': len(self.demos), 'build_seconds': round(self.build_seconds, 2),
+                'built_at': time.strftime('%Y-%m-%dT%H:%M:%S')}
+    (self.dir/'manifest.json').write_text(json.dumps(manifest, indent=1))
+    del client
+    self.built = True
 
-    def _question_scores(self, masked: str, cands: list[int], entities, length_penalty, feasibility_weight):
-        qv = self.embedder.encode([masked])[0]
-        sims = self.vectors['questions'][cands] @ qv
-        gaps = np.abs(self.lengths[cands] - len(content_words(masked)))
-        profiles = self._profiles_of(entities) if feasibility_weight else []
-        feas = np.array([feasibility(self.requirements[i], profiles) for i in cands])
-        return sims, feas, gaps, sims + feasibility_weight * feas - length_penalty * gaps
+@patch
+def _read_vectors(self: DemoIndex, name: str) -> np.ndarray:
+    "A collection's vectors, one row per pool position."
+    got = self.collections[name].get(include=['embeddings'])
+    vecs = np.zeros((len(self.demos), len(got['embeddings'][0])), dtype=np.float32)
+    for i, v in zip(got['ids'], got['embeddings']): vecs[int(i)] = v
+    return vecs
 
-    def _mmr(self, cands: list[int], scores: np.ndarray, n: int, lam: float) -> list[int]:
-        "Maximal marginal relevance: lam * score - (1 - lam) * max similarity to the demos already chosen."
-        V, chosen, left = self.vectors['questions'], [], list(range(len(cands)))
-        while left and len(chosen) < n:
-            red = ((V[[cands[j] for j in left]] @ V[[cands[c] for c in chosen]].T).max(axis=1) if chosen
-                   else np.zeros(len(left)))
-            best = left[int(np.argmax(lam * scores[left] - (1 - lam) * red))]
-            chosen.append(best); left.remove(best)
-        return chosen
+# %% ../../nbs/42_stages.demos.ipynb #1ced4d69
+@patch
+def excluded(self: DemoIndex, exclude=(), question: str | None = None) -> set[int]:
+    "Pool positions named by `exclude` (ids or question texts), plus those whose question is `question`."
+    names = [exclude] if isinstance(exclude, str) else list(exclude)
+    if question is not None: names.append(question)
+    out = set()
+    for x in names:
+        x = getattr(x, 'id', x)
+        out.update(self._positions.get(str(x), [])); out.update(self._positions.get(norm_text(x), []))
+    return out
 
-    def _distinct(self, cands: list[int], scores: np.ndarray, n: int) -> list[int]:
-        "Best score first, at most one demo per program skeleton: more program structures in sight."
-        order, seen = [], set()
-        for j in np.argsort(-scores, kind='stable'):
-            if self.skeletons[cands[j]] in seen: continue
-            seen.add(self.skeletons[cands[j]]); order.append(int(j))
-            if len(order) == n: break
-        return order
+@patch
+def _candidates(self: DemoIndex, collection: str, text: str, n: int, skip: set[int]) -> list[int]:
+    "Pool positions nearest to `text` in a collection, excluded ones dropped (memoised: retries ask again)."
+    k = min(len(self.demos), max(self.fetch, 8 * n) + len(skip))
+    key = (collection, text, k)
+    if key not in self._nearest:
+        if len(self._nearest) > 20000: self._nearest.clear()
+        vec = self.embedder.encode([text])[0]
+        res = self.collections[collection].query(query_embeddings=[vec], n_results=k, include=[])
+        self._nearest[key] = [int(i) for i in res['ids'][0]]
+    return [i for i in self._nearest[key] if i not in skip]
 
-    def scored_by_question(self, question: str,  # the test question
-                           n: int,  # how many demos
-                           entities=(),  # its linked entities (masked, and checked for feasibility)
-                           concepts=(),  # its linked concepts (masked)
-                           exclude=(),  # ids or question texts to leave out
-                           length_penalty: float | None = None,  # default: the index's
-                           feasibility_weight: float | None = None,  # default: the index's (0 without kg)
-                           mmr_lambda: float | None = None,  # default: the index's
-                           distinct_skeletons: bool = False,  # at most one demo per program skeleton (no MMR then)
-                          ) -> list[ScoredDemo]:
-        "The n best demos for the question (masked-question similarity, re-ranked), best first, with scores."
-        if n < 1: return []
-        lp = self.length_penalty if length_penalty is None else length_penalty
-        fw = self.feasibility_weight if feasibility_weight is None else feasibility_weight
-        lam = self.mmr_lambda if mmr_lambda is None else mmr_lambda
+# %% ../../nbs/42_stages.demos.ipynb #b815d7fe
+@patch
+def _profiles_of(self: DemoIndex, entities) -> list[set]:
+    "The `entity_profile` of each linked entity the KG has (memoised; none without a KG)."
+    if self.kg is None: return []
+    for e in entities:
+        if e not in self._profiles: self._profiles[e] = entity_profile(self.kg, e)
+    return [self._profiles[e] for e in entities if self._profiles[e]]
+
+@patch
+def _question_scores(self: DemoIndex, masked: str, cands: list[int], entities, length_penalty, feasibility_weight):
+    "(similarity, feasibility, length gap, combined score) of each candidate for a masked question."
+    qv = self.embedder.encode([masked])[0]
+    sims = self.vectors['questions'][cands] @ qv
+    gaps = np.abs(self.lengths[cands] - len(content_words(masked)))
+    profiles = self._profiles_of(entities) if feasibility_weight else []
+    feas = np.array([feasibility(self.requirements[i], profiles) for i in cands])
+    return sims, feas, gaps, sims + feasibility_weight * feas - length_penalty * gaps
+
+@patch
+def _mmr(self: DemoIndex, cands: list[int], scores: np.ndarray, n: int, lam: float) -> list[int]:
+    "Maximal marginal relevance: lam * score - (1 - lam) * max similarity to the demos already chosen."
+    V, chosen, left = self.vectors['questions'], [], list(range(len(cands)))
+    while left and len(chosen) < n:
+        red = ((V[[cands[j] for j in left]] @ V[[cands[c] for c in chosen]].T).max(axis=1) if chosen
+               else np.zeros(len(left)))
+        best = left[int(np.argmax(lam * scores[left] - (1 - lam) * red))]
+        chosen.append(best); left.remove(best)
+    return chosen
+
+@patch
+def _distinct(self: DemoIndex, cands: list[int], scores: np.ndarray, n: int) -> list[int]:
+    "Best score first, at most one demo per program skeleton: more program structures in sight."
+    order, seen = [], set()
+    for j in np.argsort(-scores, kind='stable'):
+        if self.skeletons[cands[j]] in seen: continue
+        seen.add(self.skeletons[cands[j]]); order.append(int(j))
+        if len(order) == n: break
+    return order
+
+# %% ../../nbs/42_stages.demos.ipynb #a9154ba4
+@patch
+def scored_by_skeleton(self: DemoIndex, program: list[dict],  # a (generated, possibly invalid) program
+                       n: int,  # how many demos
+                       exclude=(),  # ids or question texts to leave out
+                       question: str | None = None,  # breaks ties between equal skeletons; never its own demo
+                       entities=(),  # the question's linked entities (for that tie-break)
+                       concepts=(),  # its linked concepts
+                      ) -> list[ScoredDemo]:
+    "The n demos whose skeletons are closest to the program's, best first, with scores."
+    if n < 1: return []
+    skeleton = program_skeleton(program, canonical=True)
+    cands = self._candidates('skeletons', skeleton, n, self.excluded(exclude, question))
+    if not cands: return []
+    sims = self.vectors['skeletons'][cands] @ self.embedder.encode([skeleton])[0]
+    if question is None:
+        tie, feas, gaps = np.zeros(len(cands)), np.ones(len(cands)), np.zeros(len(cands), dtype=int)
+    else:
         masked = masked_question(question, list(entities), list(concepts), self.mask_values)
-        cands = self._candidates('questions', masked, n, self.excluded(exclude, question))
-        if not cands: return []
-        sims, feas, gaps, scores = self._question_scores(masked, cands, list(entities), lp,
-                                                         fw if self.kg is not None else 0.0)
-        if distinct_skeletons: order = self._distinct(cands, scores, n)
-        elif lam is not None: order = self._mmr(cands, scores, n, lam)
-        else: order = list(np.argsort(-scores, kind='stable')[:n])
-        return [ScoredDemo(self.demos[cands[j]], float(scores[j]), float(sims[j]), float(feas[j]), int(gaps[j]))
-                for j in order]
+        fw = self.feasibility_weight if self.kg is not None else 0.0
+        _, feas, gaps, tie = self._question_scores(masked, cands, list(entities), self.length_penalty, fw)
+    order = sorted(range(len(cands)), key=lambda j: (-round(float(sims[j]), 4), -tie[j]))[:n]
+    return [ScoredDemo(self.demos[cands[j]], float(sims[j]), float(sims[j]), float(feas[j]), int(gaps[j]))
+            for j in order]
 
-    def by_question(self, question: str,  # the test question
-                    n: int,  # how many demos
-                    entities=(),  # its linked entities
-                    concepts=(),  # its linked concepts
-                    exclude=(),  # ids or question texts to leave out
-                    best_last: bool = False,  # most similar demo last (next to the test question in a prompt)
-                    length_penalty: float | None = None,  # default: the index's
-                    feasibility_weight: float | None = None,  # default: the index's (0 without kg)
-                    mmr_lambda: float | None = None,  # default: the index's
-                    distinct_skeletons: bool = False,  # at most one demo per program skeleton
-                   ) -> list[Demo]:
-        "SymKGQA's dynamic demonstrations: the n pool demos closest to the masked question."
-        demos = [s.demo for s in self.scored_by_question(question, n, entities, concepts, exclude,
-                                                         length_penalty, feasibility_weight, mmr_lambda,
-                                                         distinct_skeletons)]
-        return demos[::-1] if best_last else demos
+@patch
+def by_skeleton(self: DemoIndex, program: list[dict],  # the generated program
+                n: int,  # how many demos
+                exclude=(),  # ids or question texts to leave out
+                question: str | None = None,  # the test question: tie-break, and never its own demo
+                entities=(),  # its linked entities
+                concepts=(),  # its linked concepts
+                best_last: bool = False,  # most similar demo last
+               ) -> list[Demo]:
+    "CodeAlignKGQA's D': the n pool demos whose post-order function sequence is closest to the program's."
+    demos = [s.demo for s in self.scored_by_skeleton(program, n, exclude, question, entities, concepts)]
+    return demos[::-1] if best_last else demos
 
-    def scored_by_skeleton(self, program: list[dict],  # a (generated, possibly invalid) program
-                           n: int,  # how many demos
-                           exclude=(),  # ids or question texts to leave out
-                           question: str | None = None,  # breaks ties between equal skeletons; never its own demo
-                           entities=(),  # the question's linked entities (for that tie-break)
-                           concepts=(),  # its linked concepts
-                          ) -> list[ScoredDemo]:
-        "The n demos whose skeletons are closest to the program's, best first, with scores."
-        if n < 1: return []
-        skeleton = program_skeleton(program, canonical=True)
-        cands = self._candidates('skeletons', skeleton, n, self.excluded(exclude, question))
-        if not cands: return []
-        sims = self.vectors['skeletons'][cands] @ self.embedder.encode([skeleton])[0]
-        if question is None:
-            tie, feas, gaps = np.zeros(len(cands)), np.ones(len(cands)), np.zeros(len(cands), dtype=int)
-        else:
-            masked = masked_question(question, list(entities), list(concepts), self.mask_values)
-            fw = self.feasibility_weight if self.kg is not None else 0.0
-            _, feas, gaps, tie = self._question_scores(masked, cands, list(entities), self.length_penalty, fw)
-        order = sorted(range(len(cands)), key=lambda j: (-round(float(sims[j]), 4), -tie[j]))[:n]
-        return [ScoredDemo(self.demos[cands[j]], float(sims[j]), float(sims[j]), float(feas[j]), int(gaps[j]))
-                for j in order]
+# %% ../../nbs/42_stages.demos.ipynb #be248e38
+@patch
+def scored_by_question(self: DemoIndex, question: str,  # the test question
+                       n: int,  # how many demos
+                       entities=(),  # its linked entities (masked, and checked for feasibility)
+                       concepts=(),  # its linked concepts (masked)
+                       exclude=(),  # ids or question texts to leave out
+                       length_penalty: float | None = None,  # default: the index's
+                       feasibility_weight: float | None = None,  # default: the index's (0 without kg)
+                       mmr_lambda: float | None = None,  # default: the index's
+                       distinct_skeletons: bool = False,  # at most one demo per program skeleton (no MMR then)
+                      ) -> list[ScoredDemo]:
+    "The n best demos for the question (masked-question similarity, re-ranked), best first, with scores."
+    if n < 1: return []
+    lp = self.length_penalty if length_penalty is None else length_penalty
+    fw = self.feasibility_weight if feasibility_weight is None else feasibility_weight
+    lam = self.mmr_lambda if mmr_lambda is None else mmr_lambda
+    masked = masked_question(question, list(entities), list(concepts), self.mask_values)
+    cands = self._candidates('questions', masked, n, self.excluded(exclude, question))
+    if not cands: return []
+    sims, feas, gaps, scores = self._question_scores(masked, cands, list(entities), lp,
+                                                     fw if self.kg is not None else 0.0)
+    if distinct_skeletons: order = self._distinct(cands, scores, n)
+    elif lam is not None: order = self._mmr(cands, scores, n, lam)
+    else: order = list(np.argsort(-scores, kind='stable')[:n])
+    return [ScoredDemo(self.demos[cands[j]], float(scores[j]), float(sims[j]), float(feas[j]), int(gaps[j]))
+            for j in order]
 
-    def by_skeleton(self, program: list[dict],  # the generated program
-                    n: int,  # how many demos
-                    exclude=(),  # ids or question texts to leave out
-                    question: str | None = None,  # the test question: tie-break, and never its own demo
-                    entities=(),  # its linked entities
-                    concepts=(),  # its linked concepts
-                    best_last: bool = False,  # most similar demo last
-                   ) -> list[Demo]:
-        "CodeAlignKGQA's D': the n pool demos whose post-order function sequence is closest to the program's."
-        demos = [s.demo for s in self.scored_by_skeleton(program, n, exclude, question, entities, concepts)]
-        return demos[::-1] if best_last else demos
+@patch
+def by_question(self: DemoIndex, question: str,  # the test question
+                n: int,  # how many demos
+                entities=(),  # its linked entities
+                concepts=(),  # its linked concepts
+                exclude=(),  # ids or question texts to leave out
+                best_last: bool = False,  # most similar demo last (next to the test question in a prompt)
+                length_penalty: float | None = None,  # default: the index's
+                feasibility_weight: float | None = None,  # default: the index's (0 without kg)
+                mmr_lambda: float | None = None,  # default: the index's
+                distinct_skeletons: bool = False,  # at most one demo per program skeleton
+               ) -> list[Demo]:
+    "SymKGQA's dynamic demonstrations: the n pool demos closest to the masked question."
+    demos = [s.demo for s in self.scored_by_question(question, n, entities, concepts, exclude,
+                                                     length_penalty, feasibility_weight, mmr_lambda,
+                                                     distinct_skeletons)]
+    return demos[::-1] if best_last else demos
 
 # %% ../../nbs/42_stages.demos.ipynb #fa87f693
 def retrieval_report(index: DemoIndex,  # over a pool of MetaQA demos

@@ -90,14 +90,24 @@ class FactsResult:
     not_in_kg: list[str] = field(default_factory=list)  # names of E' and C' that the KG does not have
 
     @property
-    def relations(self) -> set[str]: return {f['relation'] for f in self.facts if 'relation' in f}
+    def relations(self) -> set[str]:
+        "The relations of the relation facts."
+        return {f['relation'] for f in self.facts if 'relation' in f}
+
     @property
     def relation_directions(self) -> set[tuple[str, str]]:
+        "The (relation, direction) pairs of the relation facts."
         return {(f['relation'], f['direction']) for f in self.facts if 'relation' in f}
+
     @property
-    def attributes(self) -> set[str]: return {f['attribute'] for f in self.facts if 'attribute' in f}
+    def attributes(self) -> set[str]:
+        "The attribute keys of the attribute facts."
+        return {f['attribute'] for f in self.facts if 'attribute' in f}
+
     @property
-    def qualifiers(self) -> set[str]: return {f['qualifier'] for f in self.facts if 'qualifier' in f}
+    def qualifiers(self) -> set[str]:
+        "The qualifier keys of the facts that have one."
+        return {f['qualifier'] for f in self.facts if 'qualifier' in f}
 
 def prompt_facts(facts: list[dict]) -> list[dict]:
     "Facts without the analysis fields (score, hop), ready to print into a prompt."

@@ -22,7 +22,8 @@ from ..kg.embed import element_text, kg_elements, kg_fingerprint
 from ..kopl.functions import (CLOSED_KINDS, FUNCTIONS, PARAM_KINDS, KoPLFunction, ProgramError, accepts,
                                infer_dependencies, input_problem, lookup, parse_date)
 from ..llm.backends import Decoding
-from ..programs.parse import Issue, ParseResult, canonical_function, issue_from_error, parse_grounding_answer, validate
+from ..programs.parse import (Issue, ParseResult, canonical_function, issue_from_error, parse_grounding_answer,
+                                    validate)
 from ..programs.prompts import grounding_prompt
 
 # %% auto #0
@@ -70,7 +71,9 @@ class Decision:
     source: str = ''  # for how='cache': how the decision was first made
 
     @property
-    def changed(self) -> bool: return self.choice is not None and self.choice != self.mention
+    def changed(self) -> bool:
+        "Whether grounding chose something other than what was generated."
+        return self.choice is not None and self.choice != self.mention
 
 def as_decision(d: Decision | dict) -> Decision:
     "A `Decision` from itself or from its `asdict` form (as read back from JSONL)."
@@ -480,6 +483,7 @@ class FuzzyIndex:
         return out
 
     def search(self, kind: str, query: str, k: int = 10) -> list[tuple[str, float]]:
+        "The k most similar names of `kind` to one query, as (name, similarity), best first."
         return self.search_many(kind, [query], k)[0]
 
 # %% ../../nbs/43_stages.grounding.ipynb #c5ceb287
@@ -584,7 +588,9 @@ class GroundingResult:
     issue: Issue | None = None  # why the grounded steps are still invalid
 
     @property
-    def ok(self) -> bool: return self.program is not None
+    def ok(self) -> bool:
+        "Whether grounding produced a program that passed validation."
+        return self.program is not None
 
 @dataclass
 class _Ask:

@@ -10,6 +10,7 @@ import re
 import time
 from dataclasses import asdict, dataclass, field
 import numpy as np
+from fastcore.basics import patch
 from nltk.stem import PorterStemmer
 from ..datasets.benchgen import DEFAULT_LEXICON, Lexicon
 from ..kg.embed import Embedder, element_text, kg_fingerprint
@@ -205,9 +206,17 @@ class Retrieved:
     question: str
     matches: dict  # kind -> [SchemaMatch], best first
 
-    def names(self, kind: str) -> list[str]: return [m.item.name for m in self.matches.get(kind, [])]
-    def items(self) -> list[SchemaItem]: return [m.item for k in SCHEMA_KINDS for m in self.matches.get(k, [])]
-    def name_sets(self) -> dict: return {k: set(self.names(k)) for k in SCHEMA_KINDS}
+    def names(self, kind: str) -> list[str]:
+        "The retrieved names of one kind, best first."
+        return [m.item.name for m in self.matches.get(kind, [])]
+
+    def items(self) -> list[SchemaItem]:
+        "Every retrieved item, kind by kind (SCHEMA_KINDS order), best first within a kind."
+        return [m.item for k in SCHEMA_KINDS for m in self.matches.get(k, [])]
+
+    def name_sets(self) -> dict:
+        "kind -> the set of retrieved names of that kind (every kind present)."
+        return {k: set(self.names(k)) for k in SCHEMA_KINDS}
 
 # %% ../../nbs/44_stages.schema.ipynb #9cbd8b1f
 class SchemaRetriever:
@@ -232,9 +241,11 @@ class SchemaRetriever:
         self._dated = np.array([it.value_type in ('date', 'year') for it in self.items], dtype=float)
 
     def _pieces(self, question: str, entities) -> list[str]:
+        "The question's text between the masked entity names (the whole question when there are none)."
         return mask_question(question, list(entities))[1] if entities else [question]
 
     def _ngrams(self, question: str, entities) -> list[str]:
+        "The question's n-grams embedded for `ngram_sim` (none when max_n is 0)."
         return question_ngrams(self._pieces(question, entities), self.max_n, self.stopwords) if self.max_n else []
 
     def _best(self, sims: np.ndarray) -> np.ndarray:
@@ -244,6 +255,7 @@ class SchemaRetriever:
         return out
 
 # %% ../../nbs/44_stages.schema.ipynb #f1de3605
+@patch
 def _signals(self: SchemaRetriever, question: str, entities=()) -> dict:
     "The per-item signals for one question: question_sim, ngram_sim, lexical, date cue."
     V, n = self.schema.vectors, len(self.items)
@@ -257,22 +269,32 @@ def _signals(self: SchemaRetriever, question: str, entities=()) -> dict:
     cue = float(bool(toks & DATE_CUES) or bool(_DATE_IN_TEXT.search(question)))
     return dict(question_sim=q_sim, ngram_sim=g_sim, lexical=lex, type=cue * self._dated)
 
+@patch
 def _combine(self: SchemaRetriever, s: dict) -> np.ndarray:
+    "The weighted sum of the signals (`self.weights`)."
     w = self.weights
     return sum(w[name] * s[sig] for name, sig in (('question', 'question_sim'), ('ngram', 'ngram_sim'),
                                                   ('lexical', 'lexical'), ('type', 'type')))
 
-def _scores(self: SchemaRetriever, question: str, entities=()) -> np.ndarray:
+@patch
+def scores(self: SchemaRetriever, question: str, entities=()) -> np.ndarray:
     "The combined score of every item (in `self.items` order) for `question`."
-    return _combine(self, _signals(self, question, entities))
+    return self._combine(self._signals(question, entities))
 
-def _retrieve(self: SchemaRetriever, question: str,  # the question
-              k: int | dict = 10,  # items per kind, or {kind: k} (a kind left out gets none)
-              entities: list = (),  # entity names to mask first (e.g. the linker's)
-             ) -> Retrieved:
+@patch
+def __repr__(self: SchemaRetriever) -> str:
+    return (f'SchemaRetriever({len(self.items)} items: ' + ', '.join(
+        f'{len(v)} {PLURALS[k]}' for k, v in self.by_kind.items()) + f'; {self.embedder.model_name})')
+
+# %% ../../nbs/44_stages.schema.ipynb #1e9e8672
+@patch
+def retrieve(self: SchemaRetriever, question: str,  # the question
+             k: int | dict = 10,  # items per kind, or {kind: k} (a kind left out gets none)
+             entities: list = (),  # entity names to mask first (e.g. the linker's)
+            ) -> Retrieved:
     "The top `k` items of each kind for `question`, best first (ties: KG order)."
-    s = _signals(self, question, entities)
-    total = _combine(self, s)
+    s = self._signals(question, entities)
+    total = self._combine(s)
     out = {}
     for kind, idx in self.by_kind.items():
         kk = k.get(kind, 0) if isinstance(k, dict) else k
@@ -281,18 +303,15 @@ def _retrieve(self: SchemaRetriever, question: str,  # the question
                                  round(float(s['ngram_sim'][i]), 4), round(float(s['lexical'][i]), 4)) for i in top]
     return Retrieved(question, out)
 
-def _retrieve_many(self: SchemaRetriever, questions: list,  # question texts
-                   k: int | dict = 10,  # items per kind, or {kind: k}
-                   entities: list | None = None,  # per question, entity names to mask (None: none)
-                  ) -> list[Retrieved]:
+@patch
+def retrieve_many(self: SchemaRetriever, questions: list,  # question texts
+                  k: int | dict = 10,  # items per kind, or {kind: k}
+                  entities: list | None = None,  # per question, entity names to mask (None: none)
+                 ) -> list[Retrieved]:
     "`retrieve` for many questions, their texts and n-grams encoded in one batch first."
     ents = entities or [()] * len(questions)
     self.embedder.encode(list(questions) + [g for q, e in zip(questions, ents) for g in self._ngrams(q, e)])
     return [self.retrieve(q, k, e) for q, e in zip(questions, ents)]
-
-SchemaRetriever.scores, SchemaRetriever.retrieve, SchemaRetriever.retrieve_many = _scores, _retrieve, _retrieve_many
-SchemaRetriever.__repr__ = lambda self: (f'SchemaRetriever({len(self.items)} items: ' + ', '.join(
-    f'{len(v)} {PLURALS[k]}' for k, v in self.by_kind.items()) + f'; {self.embedder.model_name})')
 
 # %% ../../nbs/44_stages.schema.ipynb #caf31acc
 def _item_text(it: SchemaItem, types: bool) -> str:
