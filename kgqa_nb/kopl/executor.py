@@ -198,6 +198,7 @@ def _attr_candidates(self: KoPLExecutor, ents: Ents, key: str) -> np.ndarray:
 # %% ../../nbs/11_kopl.executor.ipynb #a6f3efcc
 @patch
 def _filter_attr(self: KoPLExecutor, ents: Ents, key: str, value: str, op: str, typ: str) -> Ents:
+    "The entities of `ents` with a `key` value that compares to `value` by `op`, each with its attribute fact."
     t = read_target(self.kg, value, typ)
     rows = self._attr_candidates(ents, key)
     rows = rows[compare(self.kg.attr_val, rows, t, op)]
@@ -205,6 +206,7 @@ def _filter_attr(self: KoPLExecutor, ents: Ents, key: str, value: str, op: str, 
 
 @patch
 def _filter_qual(self: KoPLExecutor, ents: Ents, qkey: str, qvalue: str, op: str, typ: str) -> Ents:
+    "The entities of `ents` whose fact has a `qkey` qualifier that compares to `qvalue` by `op`."
     t, kg = read_target(self.kg, qvalue, typ), self.kg
     qrows, pos = ranges(kg.qual_ptr, ents.facts)
     ok = (kg.qual_key[qrows] == kg.keys.get(qkey)) & compare(kg.qual_val, qrows, t, op)
@@ -239,16 +241,25 @@ def _key_type(self: KoPLExecutor, key: str) -> str:
 
 # %% ../../nbs/11_kopl.executor.ipynb #9c8e4a44
 @patch
-def FindAll(self: KoPLExecutor) -> Ents: return self._every
+def FindAll(self: KoPLExecutor) -> Ents:
+    "All entities in the KG (the lazy `every` set)."
+    return self._every
 @patch
-def Find(self: KoPLExecutor, entity: str) -> Ents: return Ents(self._names(entity))
+def Find(self: KoPLExecutor, entity: str) -> Ents:
+    "The entities with the given name."
+    return Ents(self._names(entity))
 @patch
-def QueryName(self: KoPLExecutor, ents: Ents) -> list[str]: return [self.kg.names[i] for i in ents.ids]
+def QueryName(self: KoPLExecutor, ents: Ents) -> list[str]:
+    "The names of the input entities."
+    return [self.kg.names[i] for i in ents.ids]
 @patch
-def Count(self: KoPLExecutor, ents: Ents) -> int: return len(ents.ids)
+def Count(self: KoPLExecutor, ents: Ents) -> int:
+    "The number of input entities (duplicates counted)."
+    return len(ents.ids)
 
 @patch
 def FilterConcept(self: KoPLExecutor, ents: Ents, concept: str) -> Ents:
+    "The input entities that belong to the concept (or a sub-concept)."
     members = self.kg.concept_set(concept)
     if ents.every: return Ents(members)
     if len(ents.ids) <= SMALL:
@@ -259,25 +270,42 @@ def FilterConcept(self: KoPLExecutor, ents: Ents, concept: str) -> Ents:
 
 # %% ../../nbs/11_kopl.executor.ipynb #b6abc0a8
 @patch
-def FilterStr(self: KoPLExecutor, ents, key, value): return self._filter_attr(ents, key, value, '=', 'string')
+def FilterStr(self: KoPLExecutor, ents, key, value):
+    "The input entities whose string attribute equals the value."
+    return self._filter_attr(ents, key, value, '=', 'string')
 @patch
-def FilterNum(self: KoPLExecutor, ents, key, value, op): return self._filter_attr(ents, key, value, op, 'quantity')
+def FilterNum(self: KoPLExecutor, ents, key, value, op):
+    "The input entities whose quantity attribute compares to the value with op."
+    return self._filter_attr(ents, key, value, op, 'quantity')
 @patch
-def FilterYear(self: KoPLExecutor, ents, key, value, op): return self._filter_attr(ents, key, value, op, 'year')
+def FilterYear(self: KoPLExecutor, ents, key, value, op):
+    "The input entities whose year attribute compares to the value with op."
+    return self._filter_attr(ents, key, value, op, 'year')
 @patch
-def FilterDate(self: KoPLExecutor, ents, key, value, op): return self._filter_attr(ents, key, value, op, 'date')
+def FilterDate(self: KoPLExecutor, ents, key, value, op):
+    "The input entities whose date attribute compares to the value with op."
+    return self._filter_attr(ents, key, value, op, 'date')
 @patch
-def QFilterStr(self: KoPLExecutor, ents, qkey, qvalue): return self._filter_qual(ents, qkey, qvalue, '=', 'string')
+def QFilterStr(self: KoPLExecutor, ents, qkey, qvalue):
+    "The input facts whose string qualifier equals the value."
+    return self._filter_qual(ents, qkey, qvalue, '=', 'string')
 @patch
-def QFilterNum(self: KoPLExecutor, ents, qkey, qvalue, op): return self._filter_qual(ents, qkey, qvalue, op, 'quantity')
+def QFilterNum(self: KoPLExecutor, ents, qkey, qvalue, op):
+    "The input facts whose quantity qualifier compares to the value with op."
+    return self._filter_qual(ents, qkey, qvalue, op, 'quantity')
 @patch
-def QFilterYear(self: KoPLExecutor, ents, qkey, qvalue, op): return self._filter_qual(ents, qkey, qvalue, op, 'year')
+def QFilterYear(self: KoPLExecutor, ents, qkey, qvalue, op):
+    "The input facts whose year qualifier compares to the value with op."
+    return self._filter_qual(ents, qkey, qvalue, op, 'year')
 @patch
-def QFilterDate(self: KoPLExecutor, ents, qkey, qvalue, op): return self._filter_qual(ents, qkey, qvalue, op, 'date')
+def QFilterDate(self: KoPLExecutor, ents, qkey, qvalue, op):
+    "The input facts whose date qualifier compares to the value with op."
+    return self._filter_qual(ents, qkey, qvalue, op, 'date')
 
 # %% ../../nbs/11_kopl.executor.ipynb #0f1cd683
 @patch
 def Relate(self: KoPLExecutor, ents: Ents, relation: str, direction: str) -> Ents:
+    "The entities linked to the input entities by the relation, one per fact, with the fact behind each."
     kg, d = self.kg, (0 if direction == 'forward' else 1)
     if ents.every or len(ents.ids) > SMALL:
         rows = kg.rel_rows(relation, d)
@@ -289,21 +317,25 @@ def Relate(self: KoPLExecutor, ents: Ents, relation: str, direction: str) -> Ent
 
 @patch
 def And(self: KoPLExecutor, a: Ents, b: Ents) -> Ents:
+    "The intersection of two entity sets."
     if a.every or b.every:
         return Ents(np.unique(b.ids if a.every else a.ids)) if not (a.every and b.every) else self._every
     return Ents(np.intersect1d(a.ids, b.ids))
 
 @patch
 def Or(self: KoPLExecutor, a: Ents, b: Ents) -> Ents:
+    "The union of two entity sets."
     return self._every if (a.every or b.every) else Ents(np.union1d(a.ids, b.ids))
 
 # %% ../../nbs/11_kopl.executor.ipynb #c9061436
 @patch
 def QueryAttr(self: KoPLExecutor, ents: Ents, key: str) -> Vals:
+    "The values of an attribute of the input entities."
     return Vals(self.kg.attr_val, self._key_rows_of(ents.ids, key))
 
 @patch
 def QueryAttrUnderCondition(self: KoPLExecutor, ents: Ents, key: str, qkey: str, qvalue: str) -> Vals:
+    "The attribute values whose fact has the given qualifier value."
     kg = self.kg
     t = read_target(kg, qvalue, self._key_type(qkey))
     rows = self._key_rows_of(ents.ids, key)
@@ -314,6 +346,7 @@ def QueryAttrUnderCondition(self: KoPLExecutor, ents: Ents, key: str, qkey: str,
 
 @patch
 def QueryAttrQualifier(self: KoPLExecutor, ents: Ents, key: str, value: str, qkey: str) -> Vals:
+    "The qualifier values of the attribute fact with the given value."
     kg = self.kg
     t = read_target(kg, value, self._key_type(key))
     rows = self._key_rows_of(ents.ids, key)
@@ -333,10 +366,12 @@ def _forward_rows(self: KoPLExecutor, s: Ents, t: Ents) -> np.ndarray:
 
 @patch
 def QueryRelation(self: KoPLExecutor, s: Ents, t: Ents) -> list[str]:
+    "The relations from the first entities to the second."
     return [self.kg.relations.items[r] for r in self.kg.rel_rel[self._forward_rows(s, t)]]
 
 @patch
 def QueryRelationQualifier(self: KoPLExecutor, s: Ents, t: Ents, relation: str, qkey: str) -> Vals:
+    "The qualifier values of the relation facts between the entities."
     kg = self.kg
     rows = self._forward_rows(s, t)
     rows = rows[kg.rel_rel[rows] == kg.relations.get(relation)]
@@ -346,6 +381,7 @@ def QueryRelationQualifier(self: KoPLExecutor, s: Ents, t: Ents, relation: str, 
 # %% ../../nbs/11_kopl.executor.ipynb #15c1bed6
 @patch
 def SelectBetween(self: KoPLExecutor, a: Ents, b: Ents, key: str, op: str) -> str:
+    "Of two entities, the one whose quantity attribute is less or greater, in the most common unit."
     rows, ents = self._quantity_candidates(np.concatenate([a.ids, b.ids]), key)
     nums = self.kg.attr_val.num[rows]
     i = int(np.argmin(nums)) if op == 'less' else len(nums) - 1 - int(np.argmax(nums[::-1]))
@@ -353,6 +389,7 @@ def SelectBetween(self: KoPLExecutor, a: Ents, b: Ents, key: str, op: str) -> st
 
 @patch
 def SelectAmong(self: KoPLExecutor, ents: Ents, key: str, op: str) -> list[str]:
+    "The input entities whose quantity attribute is the smallest or largest, in the most common unit."
     if len(ents.ids) <= SMALL: rows, owners = self._quantity_candidates(np.unique(ents.ids), key)
     else:
         rows = self._attr_candidates(ents, key)
@@ -370,10 +407,18 @@ def _verify(self: KoPLExecutor, vals: Vals, value: str, op: str, typ: str) -> st
     return verdict(n, len(ok))
 
 @patch
-def VerifyStr(self: KoPLExecutor, vals, value): return self._verify(vals, value, '=', 'string')
+def VerifyStr(self: KoPLExecutor, vals, value):
+    "Whether the values equal the string."
+    return self._verify(vals, value, '=', 'string')
 @patch
-def VerifyNum(self: KoPLExecutor, vals, value, op): return self._verify(vals, value, op, 'quantity')
+def VerifyNum(self: KoPLExecutor, vals, value, op):
+    "Whether the quantity values compare to the value with op."
+    return self._verify(vals, value, op, 'quantity')
 @patch
-def VerifyYear(self: KoPLExecutor, vals, value, op): return self._verify(vals, value, op, 'year')
+def VerifyYear(self: KoPLExecutor, vals, value, op):
+    "Whether the year values compare to the value with op."
+    return self._verify(vals, value, op, 'year')
 @patch
-def VerifyDate(self: KoPLExecutor, vals, value, op): return self._verify(vals, value, op, 'date')
+def VerifyDate(self: KoPLExecutor, vals, value, op):
+    "Whether the date values compare to the value with op."
+    return self._verify(vals, value, op, 'date')

@@ -68,9 +68,13 @@ class KoPLFunction:
     doc: str  # one sentence on what it returns
 
     @property
-    def starts_branch(self) -> bool: return not self.inputs
+    def starts_branch(self) -> bool:
+        "Whether it opens a new branch (no functional input: Find, FindAll)."
+        return not self.inputs
     @property
-    def joins_branches(self) -> bool: return len(self.inputs) == 2
+    def joins_branches(self) -> bool:
+        "Whether it joins the last two branches (two functional inputs)."
+        return len(self.inputs) == 2
 
 # %% ../../nbs/10_kopl.functions.ipynb #11402c4c
 ARG_OPS = ('ARGMAX', 'ARGMIN')  # S-expression heads (ARGMAX e relation)
@@ -82,6 +86,7 @@ def _p(spec: str) -> tuple:
     return tuple(Param(*s.split(':')) for s in spec.split())
 
 def _f(name, inputs, params, output, doc):
+    "A `KoPLFunction` from a compact spec (see `_p`)."
     return KoPLFunction(name, tuple(inputs), _p(params), output, doc)
 
 _E, _F = (ENTITIES,), (FACTS,)
@@ -185,6 +190,7 @@ class Step:
     output: str  # output type
 
     def to_dict(self) -> dict:
+        "The step in KQA Pro format: `{'function', 'inputs', 'dependencies'}`."
         return {'function': self.function, 'inputs': list(self.inputs), 'dependencies': list(self.dependencies)}
 
 _NUMBER = re.compile(r'^\s*[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?(\s+\S.*)?$')
@@ -212,9 +218,9 @@ def input_problem(kind: str,  # the `Param.kind`
 
 # %% ../../nbs/10_kopl.functions.ipynb #150c8d39
 _FREE_TEXT = frozenset({'entity', 'concept', 'key', 'qkey', 'relation', 'string', 'value'})
-_BY_NAME = {**FUNCTIONS, **{a: FUNCTIONS[c] for a, c in ALIASES.items()}}
 
 def _check_inputs(i: int, fn: KoPLFunction, inputs) -> tuple:
+    "Step i's textual inputs as a tuple; `ArityError` or `InvalidInputError` when they do not fit `fn`."
     if not isinstance(inputs, (list, tuple)): raise ArityError(f'inputs must be a list, got {inputs!r}', i, fn.name)
     if len(inputs) != len(fn.params):
         raise ArityError(f'takes {len(fn.params)} textual inputs ({", ".join(p.name for p in fn.params)}), got '
@@ -224,6 +230,7 @@ def _check_inputs(i: int, fn: KoPLFunction, inputs) -> tuple:
         if (problem := input_problem(p.kind, text)): raise InvalidInputError(f'{p.name}: {problem}', i, fn.name)
     return tuple(inputs)
 
+# %% ../../nbs/10_kopl.functions.ipynb #7f738257
 def _check_dependencies(i: int, fn: KoPLFunction, raw, branch_ends: list) -> tuple:
     "The step's dependencies: as given (padding -1 dropped) or, when absent, inferred like the official engine."
     if raw is None:
@@ -241,6 +248,9 @@ def _check_dependencies(i: int, fn: KoPLFunction, raw, branch_ends: list) -> tup
     if any(d >= i for d in deps):
         raise DependencyError(f'dependencies must point at earlier steps, got {list(deps)}', i, fn.name)
     return deps
+
+# %% ../../nbs/10_kopl.functions.ipynb #dc7407f5
+_BY_NAME = {**FUNCTIONS, **{a: FUNCTIONS[c] for a, c in ALIASES.items()}}
 
 def check_program(program: list[dict],  # KQA Pro format; `dependencies` optional
                   allow_unused: bool = False,  # accept branches whose result no later step reads

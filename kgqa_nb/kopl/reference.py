@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from fastcore.basics import patch
 from ..core import KGQAError
 
 # %% auto #0
@@ -47,6 +48,7 @@ def is_failure(answer) -> bool:
 KOPL_PIN, KOPL_ENGINE_PIN = 'kopl==0.0.5', 'kopl-engine==0.1.1'
 
 def _import_kopl():
+    "kopl's `KoPLEngine` class; `ReferenceUnavailable` naming the pip command when kopl is missing."
     try:
         from kopl.kopl import KoPLEngine
     except ImportError as e:
@@ -55,6 +57,7 @@ def _import_kopl():
     return KoPLEngine
 
 def _check_kopl_engine():
+    "`ReferenceUnavailable` naming the pip command when kopl-engine is missing."
     import importlib.util
     if importlib.util.find_spec('kopl_engine') is None:
         raise ReferenceUnavailable(f'the C++ KoPL engine is missing; install it with `pip install {KOPL_ENGINE_PIN} '
@@ -115,6 +118,7 @@ class KoPLReference:
         with open(path, encoding='utf-8') as f: return cls(json.load(f))
 
     def _call(self, step_no: int, name: str, args: list, inputs: list):
+        "kopl's own method for one step (`What` is `QueryName`); AttributeError for anything else."
         if name == 'What': name = 'QueryName'
         if name not in KOPL_FUNCTIONS: raise AttributeError(f"step {step_no}: kopl has no function {name!r}")
         return getattr(self.engine, name)(*args, *inputs)
@@ -200,72 +204,87 @@ class KoPLEngineReference:
         self.proc, self._buf, self.restarts = None, b'', 0
         self._start()
 
-    def _start(self):
-        self.proc = subprocess.Popen([sys.executable, '-c', _ENGINE_WORKER, self.kb_path, str(self.workers)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        self._buf = b''
-        hello = self._read_line(self.start_timeout)
-        if not isinstance(hello, dict) or 'ready' not in hello:
-            self._stop()
-            why = hello.get('fatal') if isinstance(hello, dict) else f'{hello} while loading the KB'
-            raise KGQAError(f'kopl-engine could not load {self.kb_path}: {why}')
-
-    def _stop(self):
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            self.proc.wait()
-            for f in (self.proc.stdin, self.proc.stdout):
-                with contextlib.suppress(Exception): f.close()
-        self.proc = None
-
-    def _read_line(self, timeout: float) -> dict | str:
-        "The child's next JSON line, or 'eof' when the child closed its end (it died), or 'timeout'."
-        deadline = time.monotonic() + timeout
-        fd = self.proc.stdout.fileno()
-        while b'\n' not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]: return 'timeout'
-            chunk = os.read(fd, 1 << 16)
-            if not chunk: return 'eof'
-            self._buf += chunk
-        line, self._buf = self._buf.split(b'\n', 1)
-        return json.loads(line)
-
-    def answer(self, program: list[dict],  # KQA Pro format; `dependencies` optional
-              ) -> str | RefFailure:
-        "The engine's (first-answer) string for `program`, or a `RefFailure`."
-        try: request = json.dumps({'program': to_engine_program(program)})
-        except (IndexError, KeyError, TypeError) as e:
-            return RefFailure('error', f'cannot convert the program: {type(e).__name__}: {e}')
-        if self.proc is None: self._start()
-        try:
-            self.proc.stdin.write(request.encode() + b'\n'); self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # the child is gone: reported below
-        reply = self._read_line(self.timeout)
-        if not isinstance(reply, dict):
-            if reply == 'eof':
-                with contextlib.suppress(subprocess.TimeoutExpired): self.proc.wait(5)
-            code = self.proc.returncode
-            self._stop(); self.restarts += 1
-            return RefFailure('crash', f'the engine process died (exit code {code})') if reply == 'eof' else \
-                   RefFailure('timeout', f'no answer within {self.timeout} s; the engine process was killed')
-        if 'error' in reply: return RefFailure('error', reply['error'])
-        return engine_failure(reply['answer']) or reply['answer']
-
-    def close(self):
-        "Stop the child process and remove the temporary KB file, if any."
-        self._stop()
-        if self._tmp is not None:
-            with contextlib.suppress(OSError): os.unlink(self._tmp.name)
-            self._tmp = None
-
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
     def __del__(self):
         try: self.close()
         except Exception: pass  # at interpreter exit, modules may already be gone
+
+# %% ../../nbs/12_kopl.reference.ipynb #3a4c06d3
+@patch
+def _start(self: KoPLEngineReference):
+    "Start the child and wait until it has loaded the KB; `KGQAError` when it cannot."
+    self.proc = subprocess.Popen([sys.executable, '-c', _ENGINE_WORKER, self.kb_path, str(self.workers)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    self._buf = b''
+    hello = self._read_line(self.start_timeout)
+    if not isinstance(hello, dict) or 'ready' not in hello:
+        self._stop()
+        why = hello.get('fatal') if isinstance(hello, dict) else f'{hello} while loading the KB'
+        raise KGQAError(f'kopl-engine could not load {self.kb_path}: {why}')
+
+@patch
+def _stop(self: KoPLEngineReference):
+    "Kill the child, if it still runs, and close its pipes."
+    if self.proc is not None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(Exception): f.close()
+    self.proc = None
+
+# %% ../../nbs/12_kopl.reference.ipynb #5c12e831
+@patch
+def _read_line(self: KoPLEngineReference, timeout: float) -> dict | str:
+    "The child's next JSON line, or 'eof' when the child closed its end (it died), or 'timeout'."
+    deadline = time.monotonic() + timeout
+    fd = self.proc.stdout.fileno()
+    while b'\n' not in self._buf:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]: return 'timeout'
+        chunk = os.read(fd, 1 << 16)
+        if not chunk: return 'eof'
+        self._buf += chunk
+    line, self._buf = self._buf.split(b'\n', 1)
+    return json.loads(line)
+
+# %% ../../nbs/12_kopl.reference.ipynb #7d6ff295
+@patch
+def _lost_child(self: KoPLEngineReference, reply: str) -> RefFailure:
+    "The failure for a child that died (`reply` 'eof') or did not answer ('timeout'), after stopping it."
+    if reply == 'eof':
+        with contextlib.suppress(subprocess.TimeoutExpired): self.proc.wait(5)
+    code = self.proc.returncode
+    self._stop(); self.restarts += 1
+    return RefFailure('crash', f'the engine process died (exit code {code})') if reply == 'eof' else \
+           RefFailure('timeout', f'no answer within {self.timeout} s; the engine process was killed')
+
+@patch
+def answer(self: KoPLEngineReference, program: list[dict],  # KQA Pro format; `dependencies` optional
+          ) -> str | RefFailure:
+    "The engine's (first-answer) string for `program`, or a `RefFailure`."
+    try: request = json.dumps({'program': to_engine_program(program)})
+    except (IndexError, KeyError, TypeError) as e:
+        return RefFailure('error', f'cannot convert the program: {type(e).__name__}: {e}')
+    if self.proc is None: self._start()
+    try:
+        self.proc.stdin.write(request.encode() + b'\n'); self.proc.stdin.flush()
+    except (BrokenPipeError, OSError):
+        pass  # the child is gone: reported below
+    reply = self._read_line(self.timeout)
+    if not isinstance(reply, dict): return self._lost_child(reply)
+    if 'error' in reply: return RefFailure('error', reply['error'])
+    return engine_failure(reply['answer']) or reply['answer']
+
+# %% ../../nbs/12_kopl.reference.ipynb #7b11eaf8
+@patch
+def close(self: KoPLEngineReference):
+    "Stop the child process and remove the temporary KB file, if any."
+    self._stop()
+    if self._tmp is not None:
+        with contextlib.suppress(OSError): os.unlink(self._tmp.name)
+        self._tmp = None
 
 # %% ../../nbs/12_kopl.reference.ipynb #23efa72f
 def canonical(answer) -> str | tuple:

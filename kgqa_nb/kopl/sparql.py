@@ -32,6 +32,7 @@ class OxigraphStore(SparqlStore):
     def __init__(self, store): self.store = store
 
     def _query(self, query: str):
+        "Oxigraph's solutions of `query`; `SparqlError` when it cannot run it."
         try: return self.store.query(query)
         except (SyntaxError, OSError, ValueError) as e:
             raise SparqlError(f'Oxigraph could not run the query ({type(e).__name__}: {e}):\n{query}') from None
@@ -42,6 +43,7 @@ class OxigraphStore(SparqlStore):
         return [v.value for v in sols.variables], [[None if t is None else t.value for t in s] for s in sols]
 
     def select(self, query: str) -> list[dict]:
+        "The result rows as SPARQL JSON terms, like `EndpointStore.select`."
         from pyoxigraph import NamedNode, BlankNode
         sols = self._query(query)
         names, rows = [v.value for v in sols.variables], []
@@ -202,6 +204,7 @@ class _Query:
         self.n, self.group_optionals = 0, group_optionals
 
     def var(self, hint: str = 'x') -> str:
+        "A fresh variable named after `hint`: `?x1`, `?s2`, ..."
         self.n += 1
         return f'?{hint}{self.n}'
 
@@ -293,7 +296,9 @@ def every(self: Compiler, i: int) -> bool:
     return False
 
 @patch
-def is_set(self: Compiler, i: int) -> bool: return self.steps[i].function in SETS
+def is_set(self: Compiler, i: int) -> bool:
+    "Whether step i's entities are distinct (Find, FindAll, FilterConcept, And, Or)."
+    return self.steps[i].function in SETS
 
 @patch
 def anchored(self: Compiler, i: int) -> bool:
@@ -388,11 +393,13 @@ def ents(self: Compiler, i: int, x: str, dedup: bool = True) -> tuple[list[str],
 # %% ../../nbs/13_kopl.sparql.ipynb #44eac6f0
 @patch
 def target(self: Compiler, i: int, text: str, typ: str) -> TextTarget:
+    "Step i's textual input read as a comparison target; `InvalidInputError` for step i when it cannot be."
     try: return read_text_target(text, typ)
     except (ValueError, TypeError) as e: raise InvalidInputError(str(e), i, self.steps[i].function) from None
 
 @patch
 def key_type(self: Compiler, i: int, key: str) -> str:
+    "The value type of `key`; `ExecutionError` for step i when the KG has no such key."
     t = (self.key_types or {}).get(key)
     if t is None:
         e = ExecutionError(f'{key!r} is not an attribute or qualifier key of this KG, so its value type is unknown')
@@ -440,6 +447,7 @@ def check_inputs(self: Compiler):
 # %% ../../nbs/13_kopl.sparql.ipynb #3a710a58
 @patch
 def compile(self: Compiler) -> Plan:
+    "The plan of the whole program: the SELECT of its last step, and how to read the rows."
     self.check_inputs()
     i = len(self.steps) - 1
     s, q = self.steps[i], self.q
@@ -564,6 +572,7 @@ class SparqlExecutor:
 
     @property
     def lateral(self) -> bool:
+        "Whether queries use LATERAL: as given, or probed once on the store."
         if self._lateral is None: self._lateral = supports_lateral(self.store)
         return self._lateral
 
@@ -626,7 +635,8 @@ def sparql_vocabulary(store,  # what `SparqlExecutor` accepts: a Store, a folder
                       cache: bool = True,  # keep it on disk under `cache_dir('sparql_vocab')`, keyed by the KB's hash
                       max_entity_names: int | None = None,  # default: `kgqa_nb.programs.grammar.MAX_ENTITY_NAMES`
                      ):
-    "The `kgqa_nb.programs.grammar.KGVocabulary` of the KG in `store`, equal to `kg_vocabulary(kg)`, read once and cached."
+    ("The `kgqa_nb.programs.grammar.KGVocabulary` of the KG in `store`, equal to `kg_vocabulary(kg)`, read once and "
+     "cached.")
     from kgqa_nb.programs.grammar import KGVocabulary, MAX_ENTITY_NAMES, typed_keys
     store = as_store(store)
     limit = MAX_ENTITY_NAMES if max_entity_names is None else max_entity_names

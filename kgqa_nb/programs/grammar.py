@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
+from fastcore.basics import patch
 from ..core import KGQAError, cache_dir
 from ..kopl.functions import (FUNCTIONS, ENTITIES, FACTS, VALUE, QVALUE, ARG_OPS, CLOSED_KINDS, CMP_OPS,
                                KoPLFunction, accepts)
 from .parse import apostrophes_repairable, parse_kbcoder, read_codealign, read_symkgqa
-from .prompts import PromptParts, code_name, codealign_prompt, kbcoder_prompt, symkgqa_arg, symkgqa_prompt
+from .prompts import (PromptParts, code_name, codealign_prompt, kbcoder_prompt, symkgqa_arg,
+                                      symkgqa_prompt)
 
 # %% auto #0
 __all__ = ['LEVELS', 'MAX_TEXT', 'MAX_ENTITY_NAMES', 'MAX_STEPS', 'MAX_BRANCHES', 'START_T', 'FINAL_T', 'PROGRAM_FORMATS',
@@ -91,7 +93,9 @@ class Grammar:
         return '\n'.join(f'{n} ::= {_gbnf(self.rules[n])}' for n in names) + '\n'
 
     @property
-    def sha256(self) -> str: return hashlib.sha256(self.gbnf().encode('utf-8')).hexdigest()
+    def sha256(self) -> str:
+        "The SHA-256 of the GBNF text: what identifies the grammar in caches and logs."
+        return hashlib.sha256(self.gbnf().encode('utf-8')).hexdigest()
 
     def matches(self, text: str) -> bool:
         "Whether the whole of `text` is in the grammar's language."
@@ -101,6 +105,7 @@ class Grammar:
 _GBNF_ESCAPES = {'"': '\\"', '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t'}
 
 def _esc(text: str, extra: str = '') -> str:
+    "`text` inside a GBNF literal or class: quotes, backslashes, control characters (and `extra`) escaped."
     out = []
     for c in text:
         if c in _GBNF_ESCAPES: out.append(_GBNF_ESCAPES[c])
@@ -110,6 +115,7 @@ def _esc(text: str, extra: str = '') -> str:
     return ''.join(out)
 
 def _gbnf(e, inner: bool = False) -> str:
+    "The GBNF text of an expression (bracketed when `inner` and it is a sequence or alternation)."
     if isinstance(e, Lit): return '"' + _esc(e.text) + '"'
     if isinstance(e, Chars): return '[' + ('^' if e.negated else '') + _esc(e.chars, ']').replace('\\\\-', '-') + ']'
     if isinstance(e, Ref): return e.name
@@ -138,6 +144,7 @@ def _char_set(c: Chars) -> tuple:
     return singles, ranges
 
 def _in_class(c: Chars, ch: str) -> bool:
+    "Whether the character `ch` is in the class `c`."
     singles, ranges = _char_set(c)
     hit = ch in singles or any(lo <= ch <= hi for lo, hi in ranges)
     return hit != c.negated
@@ -148,6 +155,7 @@ class _Matcher:
         self.g, self.text, self.memo = g, text, {}
 
     def ends(self, e, i: int) -> frozenset:
+        "The positions where a match of `e` starting at `i` can end."
         t = self.text
         if isinstance(e, Lit): return frozenset([i + len(e.text)]) if t.startswith(e.text, i) else frozenset()
         if isinstance(e, Chars): return frozenset([i + 1]) if i < len(t) and _in_class(e, t[i]) else frozenset()
@@ -175,6 +183,7 @@ class _Matcher:
 
 # %% ../../nbs/22_programs.grammar.ipynb #4580d194
 def _common_prefix_len(a: str, b: str, start: int) -> int:
+    "The end of the prefix `a` and `b` share, counting from `start`."
     i = start
     while i < len(a) and i < len(b) and a[i] == b[i]: i += 1
     return i
@@ -225,7 +234,9 @@ class KGVocabulary:
         if slot == 'entity' and not self.entities_constrained: return None
         return self.names.get(slot, [])
 
-    def sizes(self) -> dict: return {k: len(v) for k, v in sorted(self.names.items())}
+    def sizes(self) -> dict:
+        "The number of names of each slot."
+        return {k: len(v) for k, v in sorted(self.names.items())}
 
 _TYPE_OF_KIND = {'number': 'quantity', 'year': 'date', 'date': 'date', 'string': 'string'}
 
@@ -299,6 +310,7 @@ _MONTH_DAY = alt(seq(alt('01', '03', '05', '07', '08', '10', '12'), Chars('-/'),
 _DATE = seq(_YYYY, Chars('-/'), _MONTH_DAY)  # a real calendar date (29 February left out: not every year has one)
 _NAME_SLOTS = ('entity', 'concept', 'relation')
 
+# %% ../../nbs/22_programs.grammar.ipynb #35e43fc1
 def _rule_name(slot: str) -> str: return 'arg-' + slot.replace(':', '-').replace('_', '-')
 
 class ArgRules:
@@ -322,49 +334,61 @@ class ArgRules:
         if apostrophes_repairable(name) and '"' not in name and '\\' not in name: forms.add("'" + name + "'")
         return sorted(forms)
 
-    def free_text(self):
-        if self.style == 'python': return alt(*_QUOTED)
-        bare = seq(Chars(_BARE_SPECIAL + ' ', True), Rep(Chars(_BARE_SPECIAL, True), 0, MAX_TEXT - 1))
-        return alt(bare, *_QUOTED)
+# %% ../../nbs/22_programs.grammar.ipynb #5053b09c
+@patch
+def free_text(self: ArgRules):
+    "Any text of at most `MAX_TEXT` characters: quoted (Python) or bare or quoted (SymKGQA)."
+    if self.style == 'python': return alt(*_QUOTED)
+    bare = seq(Chars(_BARE_SPECIAL + ' ', True), Rep(Chars(_BARE_SPECIAL, True), 0, MAX_TEXT - 1))
+    return alt(bare, *_QUOTED)
 
-    def _quoted(self, inner):
-        return seq("'", inner, "'") if self.style == 'python' else inner
+@patch
+def _quoted(self: ArgRules, inner):
+    "`inner` in single quotes (Python) or as it is (SymKGQA's bare text)."
+    return seq("'", inner, "'") if self.style == 'python' else inner
 
-    def _unit(self):
-        units = [u for u in (self.vocab.units if self.vocab else []) if "'" not in u and '\\' not in u
-                 and (self.style == 'python' or not set(_BARE_SPECIAL) & set(u))]
-        if units: return literal_choice(self.g, 'unit', units)
-        if self.vocab is not None: return None
-        return Rep(Chars("'\\\n" if self.style == 'python' else _BARE_SPECIAL, True), 1, 40)
+@patch
+def _unit(self: ArgRules):
+    "A unit after a number: the KG's units ('kg' level), any text ('syntax' level), None if the KG has none."
+    units = [u for u in (self.vocab.units if self.vocab else []) if "'" not in u and '\\' not in u
+             and (self.style == 'python' or not set(_BARE_SPECIAL) & set(u))]
+    if units: return literal_choice(self.g, 'unit', units)
+    if self.vocab is not None: return None
+    return Rep(Chars("'\\\n" if self.style == 'python' else _BARE_SPECIAL, True), 1, 40)
 
-    def _expr(self, slot: str):
-        "The expression for a slot, or None when the KG has no name for it."
-        if slot in CLOSED_KINDS: return alt(*(self.render(x) for x in CLOSED_KINDS[slot]))
-        if slot == 'number':
-            unit = self._unit()
-            return self._quoted(seq(_NUMERAL, Rep(seq(' ', unit), 0, 1)) if unit is not None else _NUMERAL)
-        if slot == 'year': return self._quoted(alt(_DATE, _YEAR))
-        if slot == 'date': return self._quoted(alt(_DATE, _YEAR))
-        names = self.vocab.get(slot) if self.vocab is not None and (slot in _NAME_SLOTS or ':' in slot) else None
-        if names is None: return self.free_text()
-        names = [form for n in names if n.strip() and '\n' not in n for form in self.renderings(n)]
-        return literal_choice(self.g, _rule_name(slot) + '-names', names) if names else None
+# %% ../../nbs/22_programs.grammar.ipynb #90534a06
+@patch
+def _expr(self: ArgRules, slot: str):
+    "The expression for a slot, or None when the KG has no name for it."
+    if slot in CLOSED_KINDS: return alt(*(self.render(x) for x in CLOSED_KINDS[slot]))
+    if slot == 'number':
+        unit = self._unit()
+        return self._quoted(seq(_NUMERAL, Rep(seq(' ', unit), 0, 1)) if unit is not None else _NUMERAL)
+    if slot == 'year': return self._quoted(alt(_DATE, _YEAR))
+    if slot == 'date': return self._quoted(alt(_DATE, _YEAR))
+    names = self.vocab.get(slot) if self.vocab is not None and (slot in _NAME_SLOTS or ':' in slot) else None
+    if names is None: return self.free_text()
+    names = [form for n in names if n.strip() and '\n' not in n for form in self.renderings(n)]
+    return literal_choice(self.g, _rule_name(slot) + '-names', names) if names else None
 
-    def slot(self, slot: str) -> Ref | None:
-        "A reference to the rule of `slot` (None: the KG has no name for it, so no program can use it)."
-        if slot not in self.made:
-            e = self._expr(slot)
-            self.made[slot] = None if e is None else self.g.add(_rule_name(slot), e)
-        return self.made[slot]
+# %% ../../nbs/22_programs.grammar.ipynb #85f68d0d
+@patch
+def slot(self: ArgRules, slot: str) -> Ref | None:
+    "A reference to the rule of `slot` (None: the KG has no name for it, so no program can use it)."
+    if slot not in self.made:
+        e = self._expr(slot)
+        self.made[slot] = None if e is None else self.g.add(_rule_name(slot), e)
+    return self.made[slot]
 
-    def for_function(self, fn: KoPLFunction) -> Ref | Lit | None:
-        "The textual inputs of `fn`, comma-separated; Lit('') when it has none; None when one cannot be filled."
-        refs = [self.slot(param_slot(fn, p)) for p in fn.params]
-        if any(r is None for r in refs): return None
-        if not refs: return Lit('')
-        items = []
-        for r in refs: items += [r, ', ']
-        return self.g.add(f'args-{fn.name}', seq(*items[:-1]))
+@patch
+def for_function(self: ArgRules, fn: KoPLFunction) -> Ref | Lit | None:
+    "The textual inputs of `fn`, comma-separated; Lit('') when it has none; None when one cannot be filled."
+    refs = [self.slot(param_slot(fn, p)) for p in fn.params]
+    if any(r is None for r in refs): return None
+    if not refs: return Lit('')
+    items = []
+    for r in refs: items += [r, ', ']
+    return self.g.add(f'args-{fn.name}', seq(*items[:-1]))
 
 # %% ../../nbs/22_programs.grammar.ipynb #9be6ae0a
 START_T, FINAL_T = 'start', 'final'  # a branch just opened (FIND or FINDALL next); an answer type nothing reads
@@ -384,7 +408,9 @@ class StackState:
     steps: int  # KoPL steps so far
     branches: int = 1  # branches opened so far (each by Find or FindAll)
 
-    def finish_cost(self) -> int: return len(self.below) + (self.type == START_T)
+    def finish_cost(self) -> int:
+        "The fewest steps that still finish a program: a join per branch below, a Find after START()."
+        return len(self.below) + (self.type == START_T)
 
 def kopl_transitions(s: StackState,  # the state
                      functions: Sequence[KoPLFunction],  # the functions the grammar may use
@@ -424,9 +450,11 @@ def kopl_transitions(s: StackState,  # the state
 _TYPE_CODE = {START_T: 's', ENTITIES: 'e', FACTS: 'f', VALUE: 'v', FINAL_T: 'x'}
 
 def _state_name(prefix: str, *parts) -> str:
+    "A rule name for a state: `prefix-part-part...`."
     return prefix + '-' + '-'.join(str(p) for p in parts)
 
 def _usable(args: ArgRules, functions=None) -> list:
+    "The functions whose textual inputs can all be filled; `GrammarError` when no branch can be opened."
     fns = [f for f in (functions or FUNCTIONS.values())]
     usable = [f for f in fns if args.for_function(f) is not None]
     if not any(f.starts_branch for f in usable): raise GrammarError('no function can open a branch (Find/FindAll)')
@@ -438,6 +466,7 @@ def _call_args(args: ArgRules, fn: KoPLFunction, tail: str) -> list:
     if isinstance(a, Lit) and not a.text: return [tail]
     return [a, ', ' + tail] if tail else [a]
 
+# %% ../../nbs/22_programs.grammar.ipynb #8371f42a
 def codealign_grammar(vocab: KGVocabulary | None = None,  # names from the KG ('kg' level); None: 'syntax' level
                       max_depth: int = 3,  # most branches open at once
                       max_steps: int = MAX_STEPS,  # most KoPL steps
@@ -478,6 +507,7 @@ def codealign_grammar(vocab: KGVocabulary | None = None,  # names from the KG ('
         g.add(name(s), alt(*options))
     return g
 
+# %% ../../nbs/22_programs.grammar.ipynb #a0209437
 def symkgqa_grammar(vocab: KGVocabulary | None = None,  # names from the KG ('kg' level); None: 'syntax' level
                     max_depth: int = 3,  # most branches open at once
                     max_steps: int = MAX_STEPS,  # most KoPL steps
@@ -510,7 +540,9 @@ def symkgqa_grammar(vocab: KGVocabulary | None = None,  # names from the KG ('kg
     return g
 
 # %% ../../nbs/22_programs.grammar.ipynb #9bf87f87
-def _kb_var(k: int) -> str: return 'expression' if k == 0 else f'expression{k}'
+def _kb_var(k: int) -> str:
+    "KB-Coder's variable for the k-th open expression: `expression`, `expression1`, ..."
+    return 'expression' if k == 0 else f'expression{k}'
 
 def _non_blank_quoted(q: str):  # `q`-quoted text whose first character is not blank: `validate_sexpr` needs a name
     inner = alt(Chars(q + '\\\n', True), _ESCAPE)
@@ -522,11 +554,12 @@ def kbcoder_grammar(vocab: KGVocabulary | None = None,  # relation names from th
                     max_branches: int = MAX_BRANCHES,  # most START calls
                    ) -> Grammar:
     """KB-Coder's call sequence after the prompt's `question = ...` line: `expression = START('...')`, then JOIN, AND,
-    ARG, CMP and COUNT calls with their arities and operators (from `kgqa_nb.programs.prompts`), a fresh `expressionN` for each
-    further START, AND joining the last two open expressions, and `expression = STOP(expression)` when one is left.
-    What `kgqa_nb.programs.sexpr.validate_sexpr` requires holds too: CMP compares a relation with a value, so it follows the
-    START of that value (`expression1 = START('1993')`, `expression1 = CMP('>', 'r', expression1)`); COUNT and ARG
-    only close the whole expression (STOP follows); names and relations are not blank."""
+    ARG, CMP and COUNT calls with their arities and operators (from `kgqa_nb.programs.prompts`), a fresh
+    `expressionN` for each further START, AND joining the last two open expressions, and
+    `expression = STOP(expression)` when one is left. What `kgqa_nb.programs.sexpr.validate_sexpr` requires holds
+    too: CMP compares a relation with a value, so it follows the START of that value (`expression1 = START('1993')`,
+    `expression1 = CMP('>', 'r', expression1)`); COUNT and ARG only close the whole expression (STOP follows); names
+    and relations are not blank."""
     g = Grammar(); args = ArgRules(g, 'python', vocab)
     text = g.add('kb-text', alt(_non_blank_quoted("'"), _non_blank_quoted('"')))
     rel = args.slot('relation') if vocab is not None else text
@@ -609,6 +642,7 @@ def program_grammar(fmt: str,  # 'codealign', 'symkgqa' or 'kbcoder'
 
 # %% ../../nbs/22_programs.grammar.ipynb #08290488
 def _class_chars(c: Chars) -> list:
+    "The characters a random text may draw from a class (a printable sample for a negated one)."
     singles, ranges = _char_set(c)
     chars = sorted(singles) + [chr(x) for lo, hi in ranges for x in range(ord(lo), ord(hi) + 1)]
     if not c.negated: return chars

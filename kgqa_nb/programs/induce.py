@@ -31,6 +31,7 @@ __all__ = ['DIRECTIONS', 'EXTENSIONS', 'IRREGULAR', 'INDUCE_VERSION', 'REPORT_CO
 DIRECTIONS = ('forward', 'backward')  # KoPL's Relate directions; a relation code is 2 * relation id + direction
 
 def _step(function: str, inputs: list, dependencies: list) -> dict:
+    "One step in KQA Pro format."
     return {'function': function, 'dependencies': list(dependencies), 'inputs': [str(x) for x in inputs]}
 
 @dataclass(frozen=True)
@@ -42,10 +43,13 @@ class Plan:
     exclude_topic: bool = False  # the topic entity is dropped after every hop (MetaQA's convention)
 
     @property
-    def hops(self) -> int: return sum(len(h) for _, h in self.branches)  # Relate steps in all
+    def hops(self) -> int:
+        "The number of Relate steps, in all branches."
+        return sum(len(h) for _, h in self.branches)
 
     @property
-    def n_steps(self) -> int:  # len(self.program()), without writing it
+    def n_steps(self) -> int:
+        "The number of steps of the program: `len(self.program())`, without writing it."
         return self.hops + len(self.branches) + (len(self.branches) > 1) + (self.concept is not None) + 1
 
     @property
@@ -107,7 +111,9 @@ class AnswerSet:
         g = self.gold_of[ids]
         return len(np.unique(g[g >= 0])), int((g < 0).sum())
 
-    def f1(self, ids: np.ndarray) -> float: tp, fp = self.score(ids); return set_f1(tp, tp + fp, self.n)
+    def f1(self, ids: np.ndarray) -> float:
+        "F1 of the items `ids` against the gold answers."
+        tp, fp = self.score(ids); return set_f1(tp, tp + fp, self.n)
 
     def value_f1(self, values: list[str]) -> float:
         "F1 of value strings (e.g. a QueryAttr's output) against the gold answers, KQA Pro's number rule applied."
@@ -199,6 +205,7 @@ class PathSearch:
         self.exact = self.exact or f1 >= 1 - 1e-9
 
     def over_budget(self) -> bool:
+        "Whether the budget (paths scored, seconds) is spent; marks the search truncated when it is."
         if self.n_states >= self.max_states or time.perf_counter() > self.deadline: self.truncated = True
         return self.truncated
 
@@ -306,7 +313,9 @@ class Candidate:
     verified: bool | None = None  # the executor's answers give the search's F1 (None: not run)
 
     @property
-    def program(self) -> list[dict]: return self.plan.program()
+    def program(self) -> list[dict]:
+        "The KQA Pro-format program of its plan."
+        return self.plan.program()
 
 _WORD = re.compile(r'[a-z0-9]+')
 IRREGULAR = {'wrote': 'write', 'born': 'birth', 'died': 'death', 'made': 'make', 'spoke': 'speak',
@@ -315,6 +324,7 @@ IRREGULAR = {'wrote': 'write', 'born': 'birth', 'died': 'death', 'made': 'make',
              'chose': 'choose', 'chosen': 'choose'}  # forms whose first three letters are not the base form's
 
 def _stems(text: str) -> set[str]:
+    "The first three letters of each content word of `text` (irregular verbs first mapped to their base form)."
     from kgqa_nb.stages.facts import load_stopwords
     stop = _per_kg(None, 'stopwords', load_stopwords)
     words = (IRREGULAR.get(w, w) for w in _WORD.findall(text.lower()))
@@ -331,6 +341,7 @@ def relevance(plan: Plan,  # a candidate
 _PER_KG: dict = {}  # what -> (kg, object): one KG at a time, so that no old KG is kept alive
 
 def _per_kg(kg, what: str, make: Callable):
+    "`make()`, built once per KG and kept until another KG asks for `what`."
     hit = _PER_KG.get(what)
     if hit is None or hit[0] is not kg: hit = _PER_KG[what] = (kg, make())
     return hit[1]
@@ -348,7 +359,9 @@ def verify(executor: KoPLExecutor,  # over the searched KG
     f1 = gold.value_f1([out] if isinstance(out, str) else out)
     return Candidate(plan, f1, abs(f1 - cand.f1) < 1e-6)
 
-def _rank(item: tuple) -> tuple: return (-round(item[1], 9), item[0].hops, item[0].n_steps)
+def _rank(item: tuple) -> tuple:
+    "The sort key of a (plan, F1) pair: best F1, then fewest hops, then fewest steps."
+    return (-round(item[1], 9), item[0].hops, item[0].n_steps)
 
 def choose(found: dict,  # Plan -> F1, from `PathSearch`
            question: str,  # for `relevance`
@@ -381,11 +394,17 @@ class Induction:
     linked: bool = False  # the topics came from the linker
 
     @property
-    def best(self) -> Candidate | None: return self.tied[0] if self.tied else None
+    def best(self) -> Candidate | None:
+        "The chosen candidate (None when nothing was found)."
+        return self.tied[0] if self.tied else None
     @property
-    def program(self) -> list[dict] | None: return self.best.program if self.best else None
+    def program(self) -> list[dict] | None:
+        "The chosen program (None when nothing was found)."
+        return self.best.program if self.best else None
     @property
-    def n_tied(self) -> int: return len(self.tied)
+    def n_tied(self) -> int:
+        "How many programs tie at the best rank: the question's ambiguity."
+        return len(self.tied)
 
 def _topics(kg: KG, question: str, topics, link: Callable | None, max_topics: int) -> tuple[list, list, bool]:
     "(topic names in the KG, concept names, linked?) from the given topics or the linker's output."

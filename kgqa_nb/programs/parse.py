@@ -9,6 +9,7 @@ import random
 import re
 import textwrap
 from dataclasses import dataclass, field
+from fastcore.basics import patch
 from ..core import KGQAError
 from ..kopl.functions import (FUNCTIONS, ALIASES, PARAM_KINDS, COMPARISON_OPS, BETWEEN_OPS, AMONG_OPS, DIRECTIONS,
                                ARG_OPS, CMP_OPS,
@@ -66,7 +67,7 @@ def safe_parse(src: str) -> ast.Module | None:
     except (RecursionError, MemoryError) as e:
         raise InputTooLargeError('statement too complex to parse', expected='a simple statement', found=src[:60]) from e
 
-_FENCE = re.compile(r'^\s*(```|~~~)')
+# %% ../../nbs/21_programs.parse.ipynb #3094a857
 _IN_WORD_APOSTROPHE = re.compile(r"(?<=[^\W\d_])'(?=[^\W\d_])")
 
 def _repair_apostrophes(line: str) -> str:
@@ -80,14 +81,28 @@ def apostrophes_repairable(name: str) -> bool:
     "True when `name` has apostrophes and all sit inside a word (`Hell's`): the ones the parser escapes itself."
     return "'" in name and len(_IN_WORD_APOSTROPHE.findall(name)) == name.count("'")
 
-def code_statements(text: str,  # generated text: code, maybe with prose and fences around it
-                    max_lines: int = 20,  # longest statement, in lines, while brackets stay open
-                   ):
-    "Yield `(statement, source)` for each statement of `text` that parses; prose lines are skipped."
+# %% ../../nbs/21_programs.parse.ipynb #7492ae3e
+def _check_text(text) -> None:
+    "`ParseError` unless `text` is a string; `InputTooLargeError` when it is longer than `MAX_TEXT_CHARS`."
     if not isinstance(text, str): raise ParseError('expected generated text', expected='str', found=type(text).__name__)
     if len(text) > MAX_TEXT_CHARS:
         raise InputTooLargeError(f'{len(text)} characters of text', expected=f'at most {MAX_TEXT_CHARS}',
                                  found=str(len(text)))
+
+def _lines_alone(lines: list):
+    "Yield `(statement, line)` for each line of `lines` that parses on its own (blank lines skipped)."
+    for l in lines:
+        t = safe_parse(textwrap.dedent(l)) if l.strip() else None
+        if t is not None: yield from ((s, l) for s in t.body)
+
+# %% ../../nbs/21_programs.parse.ipynb #c5a9e473
+_FENCE = re.compile(r'^\s*(```|~~~)')
+
+def code_statements(text: str,  # generated text: code, maybe with prose and fences around it
+                    max_lines: int = 20,  # longest statement, in lines, while brackets stay open
+                   ):
+    "Yield `(statement, source)` for each statement of `text` that parses; prose lines are skipped."
+    _check_text(text)
     buf = []
     for line in text.splitlines():
         if _FENCE.match(line): buf = []; continue
@@ -101,19 +116,16 @@ def code_statements(text: str,  # generated text: code, maybe with prose and fen
             rest, buf = buf[1:], []
             tree0 = safe_parse(first)
             if tree0 is not None: yield from ((s, first) for s in tree0.body)
-            for l in rest:
-                t = safe_parse(textwrap.dedent(l)) if l.strip() else None
-                if t is not None: yield from ((s, l) for s in t.body)
+            yield from _lines_alone(rest)
             continue
         buf = []
         if tree is not None:
             for stmt in tree.body: yield stmt, src
-    for l in buf if len(buf) > 1 else []:  # text ended inside an open bracket: keep the lines that parse alone
-        t = safe_parse(textwrap.dedent(l)) if l.strip() else None
-        if t is not None: yield from ((s, l) for s in t.body)
+    if len(buf) > 1: yield from _lines_alone(buf)  # the text ended inside an open bracket
 
 # %% ../../nbs/21_programs.parse.ipynb #254cf5ba
 def _describe(node: ast.AST) -> str:
+    "How an error names a node the readers refuse ('a lambda', 'attribute access', ...)."
     return {ast.Attribute: 'attribute access', ast.Lambda: 'a lambda', ast.JoinedStr: 'an f-string',
             ast.NamedExpr: 'an assignment expression (:=)', ast.Starred: 'a starred argument',
             ast.ListComp: 'a comprehension', ast.GeneratorExp: 'a comprehension', ast.SetComp: 'a comprehension',
@@ -143,73 +155,103 @@ class _CodeReader:
     def __init__(self, src: str = ''):
         self.steps, self.vars, self.src, self.result = [], {}, src, None
 
-    def value(self, node, step: int, starter: bool):
-        "A functional argument: a step index, or _START."
-        if isinstance(node, ast.Name):
-            if node.id in self.vars: return self.vars[node.id]
-            if starter: return _START
-            raise ParseError(f'{node.id} is used before any value was assigned to it', step,
-                             'an assigned expression variable', node.id)
-        if isinstance(node, ast.Call): return self.call(node)
-        raise UnsupportedSyntaxError(f'{_describe(node)} is not allowed as an argument', step,
-                                     'a literal, a variable or a call', _describe(node))
+# %% ../../nbs/21_programs.parse.ipynb #214bfa30
+@patch
+def value(self: _CodeReader, node, step: int, starter: bool):
+    "A functional argument: a step index, or _START."
+    if isinstance(node, ast.Name):
+        if node.id in self.vars: return self.vars[node.id]
+        if starter: return _START
+        raise ParseError(f'{node.id} is used before any value was assigned to it', step,
+                         'an assigned expression variable', node.id)
+    if isinstance(node, ast.Call): return self.call(node)
+    raise UnsupportedSyntaxError(f'{_describe(node)} is not allowed as an argument', step,
+                                 'a literal, a variable or a call', _describe(node))
 
-    def call(self, node: ast.Call):
-        step = len(self.steps)
-        if not isinstance(node.func, ast.Name):
-            raise UnsupportedSyntaxError(f'{_describe(node.func)} cannot be called', step, 'a KoPL function name',
-                                         _describe(node.func))
-        if node.keywords:
-            raise UnsupportedSyntaxError('keyword arguments are not allowed', step, 'positional arguments',
-                                         f'{node.keywords[0].arg}=')
-        name = node.func.id
-        if name.upper() == 'START':
-            if node.args: raise ParseError('START() takes no arguments', step, 'START()', f'{len(node.args)} arguments')
-            return _START
-        if name.upper() == 'STOP':
-            if len(node.args) != 1:
-                raise ParseError('STOP takes one expression', step, 'STOP(expression_k)', f'{len(node.args)} arguments')
-            return ('STOP', self.value(node.args[0], step, False))
-        function = canonical_function(name) or name
-        fn = FUNCTIONS.get(function)
-        if len(self.steps) >= MAX_STEPS:
-            raise InputTooLargeError('too many steps', step, f'at most {MAX_STEPS}', str(step))
-        texts, deps = [], []
-        for a in node.args:
-            text = literal_text(a, self.src)
-            if text is not None: texts.append(text); continue
-            if isinstance(a, ast.Constant):
-                raise ParseError(f'{a.value!r} is not a textual input', step, 'a string or number literal',
-                                 repr(a.value)[:40])
-            v = self.value(a, step, fn is not None and fn.starts_branch)
-            if isinstance(v, tuple): raise ParseError('STOP cannot be an argument', step, 'an expression', 'STOP(...)')
-            deps.append(v)
-        if fn is not None and fn.starts_branch:
-            if len(deps) > 1 or any(d is not _START for d in deps):
-                raise DependencyError(f'{code_name(function)} opens a new branch, so its expression must be START()',
-                                      step, function)
-            deps = []
-        elif any(d is _START for d in deps):
-            raise DependencyError('reads START() directly; FIND or FINDALL must come first', step, function)
-        elif fn is not None and len(deps) != len(fn.inputs):
-            raise DependencyError(f'takes {len(fn.inputs)} expression inputs, got {len(deps)}', step, function)
-        self.steps.append({'function': function, 'inputs': texts, 'dependencies': deps})
-        return len(self.steps) - 1  # nested calls may have added steps since `step` was taken
+# %% ../../nbs/21_programs.parse.ipynb #cd398501
+def _called_name(node: ast.Call, step: int) -> str:
+    "The bare name that `node` calls; `UnsupportedSyntaxError` for any other callee or for keyword arguments."
+    if not isinstance(node.func, ast.Name):
+        raise UnsupportedSyntaxError(f'{_describe(node.func)} cannot be called', step, 'a KoPL function name',
+                                     _describe(node.func))
+    if node.keywords:
+        raise UnsupportedSyntaxError('keyword arguments are not allowed', step, 'positional arguments',
+                                     f'{node.keywords[0].arg}=')
+    return node.func.id
 
-    def statement(self, stmt: ast.stmt) -> bool:
-        "Read one `name = CALL(...)` statement; True once STOP was read."
-        value = self.call(stmt.value)
-        if isinstance(value, tuple):
-            if value[1] is _START:
-                raise ParseError('STOP of an empty branch', len(self.steps), 'STOP of a computed expression', 'START()')
-            self.result = value[1]; return True
-        self.vars[stmt.targets[0].id] = value
-        return False
+@patch
+def start_or_stop(self: _CodeReader, node: ast.Call, name: str, step: int):
+    "`_START` for `START()`, `('STOP', value)` for `STOP(expression)` (`name` is 'START' or 'STOP')."
+    if name == 'START':
+        if node.args: raise ParseError('START() takes no arguments', step, 'START()', f'{len(node.args)} arguments')
+        return _START
+    if len(node.args) != 1:
+        raise ParseError('STOP takes one expression', step, 'STOP(expression_k)', f'{len(node.args)} arguments')
+    return ('STOP', self.value(node.args[0], step, False))
+
+# %% ../../nbs/21_programs.parse.ipynb #5d842127
+@patch
+def arguments(self: _CodeReader, node: ast.Call, step: int,
+              fn,  # the function's registry entry (None when unknown: `check_program` reports it later)
+             ) -> tuple:
+    "(textual inputs, expression inputs) of a call: literals as text, the others as step indices or `_START`."
+    texts, deps = [], []
+    for a in node.args:
+        text = literal_text(a, self.src)
+        if text is not None: texts.append(text); continue
+        if isinstance(a, ast.Constant):
+            raise ParseError(f'{a.value!r} is not a textual input', step, 'a string or number literal',
+                             repr(a.value)[:40])
+        v = self.value(a, step, fn is not None and fn.starts_branch)
+        if isinstance(v, tuple): raise ParseError('STOP cannot be an argument', step, 'an expression', 'STOP(...)')
+        deps.append(v)
+    return texts, deps
+
+def _wired_dependencies(function: str, fn, deps: list, step: int) -> list:
+    "The step's dependencies as read (`[]` for a branch opened by `START()`); `DependencyError` when miswired."
+    if fn is not None and fn.starts_branch:
+        if len(deps) > 1 or any(d is not _START for d in deps):
+            raise DependencyError(f'{code_name(function)} opens a new branch, so its expression must be START()',
+                                  step, function)
+        return []
+    if any(d is _START for d in deps):
+        raise DependencyError('reads START() directly; FIND or FINDALL must come first', step, function)
+    if fn is not None and len(deps) != len(fn.inputs):
+        raise DependencyError(f'takes {len(fn.inputs)} expression inputs, got {len(deps)}', step, function)
+    return deps
+
+# %% ../../nbs/21_programs.parse.ipynb #78a24ea6
+@patch
+def call(self: _CodeReader, node: ast.Call):
+    "A call's value: the index of the step it appends, `_START`, or `('STOP', value)`."
+    step = len(self.steps)
+    name = _called_name(node, step)
+    if name.upper() in ('START', 'STOP'): return self.start_or_stop(node, name.upper(), step)
+    function = canonical_function(name) or name
+    fn = FUNCTIONS.get(function)
+    if len(self.steps) >= MAX_STEPS:
+        raise InputTooLargeError('too many steps', step, f'at most {MAX_STEPS}', str(step))
+    texts, deps = self.arguments(node, step, fn)
+    deps = _wired_dependencies(function, fn, deps, step)
+    self.steps.append({'function': function, 'inputs': texts, 'dependencies': deps})
+    return len(self.steps) - 1  # nested calls may have added steps since `step` was taken
+
+@patch
+def statement(self: _CodeReader, stmt: ast.stmt) -> bool:
+    "Read one `name = CALL(...)` statement; True once STOP was read."
+    value = self.call(stmt.value)
+    if isinstance(value, tuple):
+        if value[1] is _START:
+            raise ParseError('STOP of an empty branch', len(self.steps), 'STOP of a computed expression', 'START()')
+        self.result = value[1]; return True
+    self.vars[stmt.targets[0].id] = value
+    return False
 
 # %% ../../nbs/21_programs.parse.ipynb #9d41e82e
 _EXPR_VAR = re.compile(r'^expression(_?\d+)?$', re.I)
 
 def _is_expression_assignment(stmt: ast.stmt) -> bool:
+    "Whether `stmt` is `expression_k = ...` (one target, an expression variable)."
     return (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
             and bool(_EXPR_VAR.match(stmt.targets[0].id)))
 
@@ -254,9 +296,17 @@ def parse_codealign(text: str) -> list:
     return validate(read_codealign(text))
 
 # %% ../../nbs/21_programs.parse.ipynb #d4b8a038
-_STEP = re.compile(r'Step\s*(\d+)\s*[:.]\s*', re.I)
-_END = re.compile(r'(?:^|(?<=\s))(Done\b|Question\s*:|Training Example|Test Question|Output\s*:)', re.I | re.M)
-_FREE_KINDS = {'entity', 'concept', 'key', 'qkey', 'relation', 'string', 'value'}
+def _quoted_literal(text: str, i: int, step: int) -> tuple | None:
+    "(value, index after it) of the Python string literal that opens at `text[i]`; None when the text ends inside it."
+    c, j, n = text[i], i + 1, len(text)
+    while j < n and text[j] != c: j += 2 if text[j] == '\\' else 1
+    if j >= n: return None
+    lit = text[i:j + 1]
+    try: node = ast.parse(lit, mode='eval').body
+    except (SyntaxError, ValueError, RecursionError, MemoryError): node = None
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        raise ParseError(f'cannot read the quoted argument {lit[:40]!r}', step, 'a string literal', lit[:40])
+    return node.value, j + 1
 
 def _scan_args(text: str, start: int, step: int) -> tuple | None:
     "Read arguments from just after '(' to the matching ')': (pieces, quoted flags, end), or None if cut off."
@@ -272,15 +322,9 @@ def _scan_args(text: str, start: int, step: int) -> tuple | None:
             elif not c.isspace(): raise ParseError('text after a quoted argument', step, 'a comma or )', text[i:i + 20])
             i += 1; continue
         if c in '\'"' and not ''.join(cur).strip():  # a quoted argument: read it as a Python string literal
-            j = i + 1
-            while j < n and text[j] != c: j += 2 if text[j] == '\\' else 1
-            if j >= n: return None
-            lit = text[i:j + 1]
-            try: node = ast.parse(lit, mode='eval').body
-            except (SyntaxError, ValueError, RecursionError, MemoryError): node = None
-            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
-                raise ParseError(f'cannot read the quoted argument {lit[:40]!r}', step, 'a string literal', lit[:40])
-            cur, is_quoted, i = [node.value], True, j + 1
+            read = _quoted_literal(text, i, step)
+            if read is None: return None
+            cur, is_quoted, i = [read[0]], True, read[1]
             continue
         if c == '\n' and depth == 0: return None  # a bare argument never spans lines: the call was cut off
         if c == '(':
@@ -298,6 +342,9 @@ def _scan_args(text: str, start: int, step: int) -> tuple | None:
         cur.append(c); i += 1
     return None
 
+# %% ../../nbs/21_programs.parse.ipynb #715e1ea4
+_FREE_KINDS = {'entity', 'concept', 'key', 'qkey', 'relation', 'string', 'value'}
+
 def _fit_arity(function: str, pieces: list, quoted: list) -> list:
     "Join surplus bare pieces back into the first free-text input (names that contain commas)."
     fn = lookup(function)
@@ -307,12 +354,13 @@ def _fit_arity(function: str, pieces: list, quoted: list) -> list:
     if slot is None: return pieces
     return pieces[:slot] + [', '.join(pieces[slot:slot + extra + 1])] + pieces[slot + extra + 1:]
 
+# %% ../../nbs/21_programs.parse.ipynb #6361ceb2
+_STEP = re.compile(r'Step\s*(\d+)\s*[:.]\s*', re.I)
+_END = re.compile(r'(?:^|(?<=\s))(Done\b|Question\s*:|Training Example|Test Question|Output\s*:)', re.I | re.M)
+
 def read_symkgqa(text: str) -> list:
     "The KQA Pro program (unchecked) of SymKGQA `Step n: Func(args)` text; `ParseError` when none can be read."
-    if not isinstance(text, str): raise ParseError('expected generated text', expected='str', found=type(text).__name__)
-    if len(text) > MAX_TEXT_CHARS:
-        raise InputTooLargeError(f'{len(text)} characters of text', expected=f'at most {MAX_TEXT_CHARS}',
-                                 found=str(len(text)))
+    _check_text(text)
     steps = []
     first = _STEP.search(text)
     if first is None:
@@ -364,13 +412,16 @@ class Issue:
         tail = f' Expected {self.expected}; found {self.found}.' if self.expected or self.found else ''
         return f'{where}{self.message}.{tail}'
 
+# %% ../../nbs/21_programs.parse.ipynb #825082bf
 _WHERE = re.compile(r'^step \d+( \([^)]*\))?: ')
 
 def _output_of(program: list, i: int) -> str:
+    "The output type of step `i` of `program` ('?' when unknown)."
     fn = lookup(program[i]['function']) if 0 <= i < len(program) else None
     return fn.output if fn else '?'
 
 def _expected_found(err: ProgramError, program: list | None) -> tuple:
+    "(expected, found) at the failing step of `program`, recomputed from the registry."
     i = err.step
     step = program[i] if program and i is not None and 0 <= i < len(program) and isinstance(program[i], dict) else None
     fn = lookup(step['function']) if step else None
@@ -401,6 +452,7 @@ def issue_from_error(err: Exception,  # one of `PARSE_ERRORS`
     return Issue(type(err).__name__, _WHERE.sub('', str(err)), err.step, getattr(err, 'function', None),
                  expected, found)
 
+# %% ../../nbs/21_programs.parse.ipynb #1a6fd98c
 @dataclass
 class ParseResult:
     "What one generation turned into."
@@ -410,8 +462,11 @@ class ParseResult:
     issue: Issue | None = None  # why it is invalid
 
     @property
-    def ok(self) -> bool: return self.program is not None
+    def ok(self) -> bool:
+        "Whether the generation holds a valid program."
+        return self.program is not None
 
+# %% ../../nbs/21_programs.parse.ipynb #28c59397
 def parse_generation(text: str,  # the completion
                      fmt: str = 'codealign',  # 'codealign' or 'symkgqa'
                      answer_start: str = '',  # `PromptParts.answer_start` of the prompt that produced it
@@ -432,7 +487,23 @@ def syntax_error_rate(results: list,  # `ParseResult`s, one per question
     return 100.0 * sum(not r.ok for r in results) / len(results) if results else 0.0
 
 # %% ../../nbs/21_programs.parse.ipynb #cbead6ec
+_KB_ARITY = {'START': 1, 'JOIN': 2, 'AND': 2, 'ARG': 3, 'CMP': 3, 'COUNT': 1, 'STOP': 1}
+
+def _kb_meta_function(node: ast.Call, step: int) -> str:
+    "The meta-function (upper case) that `node` calls with the right number of arguments; `ParseError` otherwise."
+    if not isinstance(node.func, ast.Name) or node.func.id.upper() not in _KB_ARITY:
+        found = node.func.id if isinstance(node.func, ast.Name) else _describe(node.func)
+        raise ParseError('not a KB-Coder meta-function', step, ', '.join(_KB_ARITY), found)
+    if node.keywords:
+        raise UnsupportedSyntaxError('keyword arguments are not allowed', step, 'positional arguments',
+                                     f'{node.keywords[0].arg}=')
+    name = node.func.id.upper()
+    if len(node.args) != _KB_ARITY[name]:
+        raise ParseError(f'{name} takes {_KB_ARITY[name]} arguments', step, str(_KB_ARITY[name]), str(len(node.args)))
+    return name
+
 def _kb_value(node, vars: dict, src: str, step: int):
+    "An argument of a meta-function: a literal's text, the tree a variable holds, or a nested call's tree."
     text = literal_text(node, src)
     if text is not None: return text
     if isinstance(node, ast.Name):
@@ -443,18 +514,14 @@ def _kb_value(node, vars: dict, src: str, step: int):
     raise UnsupportedSyntaxError(f'{_describe(node)} is not allowed as an argument', step,
                                  'a literal, a variable or a call', _describe(node))
 
-_KB_ARITY = {'START': 1, 'JOIN': 2, 'AND': 2, 'ARG': 3, 'CMP': 3, 'COUNT': 1, 'STOP': 1}
+# %% ../../nbs/21_programs.parse.ipynb #fa26eced
+def sexpr_kind(x) -> str:
+    "How an error names an argument: 'a name' for a leaf, 'an expression (HEAD)' for a tree."
+    return 'a name' if isinstance(x, str) else f'an expression ({x[0]})'
 
 def _kb_call(node: ast.Call, vars: dict, src: str, step: int):
-    if not isinstance(node.func, ast.Name) or node.func.id.upper() not in _KB_ARITY:
-        found = node.func.id if isinstance(node.func, ast.Name) else _describe(node.func)
-        raise ParseError('not a KB-Coder meta-function', step, ', '.join(_KB_ARITY), found)
-    if node.keywords:
-        raise UnsupportedSyntaxError('keyword arguments are not allowed', step, 'positional arguments',
-                                     f'{node.keywords[0].arg}=')
-    name = node.func.id.upper()
-    if len(node.args) != _KB_ARITY[name]:
-        raise ParseError(f'{name} takes {_KB_ARITY[name]} arguments', step, str(_KB_ARITY[name]), str(len(node.args)))
+    "The S-expression node that one meta-function call builds (`('STOP', tree)` for STOP)."
+    name = _kb_meta_function(node, step)
     args = [_kb_value(a, vars, src, step) for a in node.args]
     def text(k, what):
         if not isinstance(args[k], str):
@@ -471,9 +538,7 @@ def _kb_call(node: ast.Call, vars: dict, src: str, step: int):
     if args[0] not in CMP_OPS: raise ParseError('CMP operator not allowed', step, ' '.join(CMP_OPS), repr(args[0])[:40])
     return (args[0], text(1, 'relation'), args[2])
 
-def sexpr_kind(x) -> str:
-    return 'a name' if isinstance(x, str) else f'an expression ({x[0]})'
-
+# %% ../../nbs/21_programs.parse.ipynb #ee0f07f9
 def parse_kbcoder(text: str) -> tuple | str:
     "The S-expression (nested tuples) that a KB-Coder call sequence builds; raises one of `PARSE_ERRORS`."
     vars, started, result, step = {}, False, None, 0

@@ -8,6 +8,7 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from fastcore.basics import patch
 from ..core import KGQAError, package_data
 from ..kopl.functions import (FUNCTIONS, ALIASES, PARAM_KINDS, ARG_OPS, CLOSED_KINDS, CMP_OPS, KoPLFunction,
                                check_program, infer_dependencies)
@@ -32,7 +33,9 @@ class PromptParts:
     stop: tuple = ()  # stop sequences that end a completion after one program
 
     @property
-    def text(self) -> str: return self.prefix + self.suffix
+    def text(self) -> str:
+        "The whole prompt: prefix, then suffix."
+        return self.prefix + self.suffix
 
 # %% ../../nbs/20_programs.prompts.ipynb #51f9cd4e
 @dataclass
@@ -48,13 +51,6 @@ class Demo:
     schema: str = ''  # KG names retrieved for its question (`kgqa_nb.stages.schema.schema_block`); '' shows none
 
 # %% ../../nbs/20_programs.prompts.ipynb #366ba7d3
-def _demo_from_record(rec: dict) -> Demo:
-    return Demo(question=rec['question'], program=rec['program'], entities=list(rec.get('entities') or []),
-                concepts=list(rec.get('concepts') or []), facts=list(rec.get('facts') or []), id=rec.get('id', ''))
-
-def _record_field(rec, name: str, default=None):
-    return rec.get(name, default) if isinstance(rec, dict) else getattr(rec, name, default)
-
 @dataclass
 class DemoPool:
     "A list of demonstrations to draw few-shot examples from."
@@ -65,49 +61,60 @@ class DemoPool:
     def __iter__(self): return iter(self.demos)
     def __getitem__(self, i): return self.demos[i]
 
-    @classmethod
-    def from_json(cls, path: str | Path, name: str = '') -> DemoPool:
-        "Load a pool from a JSON file `{'demos': [{question, program, entities, concepts, facts, id}, ...]}`."
-        path = Path(path)
-        try: records = json.loads(path.read_text())['demos']
-        except (OSError, ValueError, KeyError) as e:
-            raise PromptError(f"{path}: expected a JSON object with a 'demos' list ({e})") from e
-        demos = [_demo_from_record(r) for r in records]
-        for d in demos:
-            try: check_program(d.program)
-            except KGQAError as e: raise PromptError(f'{path}: demo {d.id!r} has an invalid program: {e}') from e
-        return cls(demos, name or path.stem)
-
-    @classmethod
-    def manual_kqapro(cls) -> DemoPool:
-        "The seeds' 10 manually selected KQA Pro demonstrations."
-        return cls.from_json(package_data('manual_demos_kqapro.json'), 'manual-kqapro')
-
-    @classmethod
-    def from_records(cls, records, name: str = '') -> DemoPool:
-        ("A pool from records (dicts or objects) with `question`, `program` and optional `entities` (or `topic`), "
-         "`concepts`, `facts`, `id`; records without a program are skipped.")
-        demos = []
-        for i, r in enumerate(records):
-            program = _record_field(r, 'program')
-            if not program: continue
-            topic = _record_field(r, 'topic')
-            ents = _record_field(r, 'entities') or ([topic] if topic else [])
-            demos.append(Demo(_record_field(r, 'question'), list(program), list(ents),
-                              list(_record_field(r, 'concepts') or []), list(_record_field(r, 'facts') or []),
-                              str(_record_field(r, 'id', '') or f'{name}-{_record_field(r, "line", i)}')))
-        return cls(demos, name)
-
-    @classmethod
-    def from_metaqa(cls, hop: int, split: str = 'dev', limit: int | None = None) -> DemoPool:
-        "A pool of MetaQA questions with their gold KoPL programs (needs `kgqa_nb.datasets.metaqa`)."
-        from kgqa_nb.datasets.metaqa import load_metaqa_split  # imported late: MetaQA support is optional here
-        pool = cls.from_records(load_metaqa_split(hop, split=split), f'metaqa-{hop}hop-{split}')
-        return cls(pool.demos[:limit], pool.name)
-
     def sample(self, n: int, seed: int = 0) -> list:
         "`n` demos drawn without replacement, reproducibly."
         return random.Random(seed).sample(self.demos, min(n, len(self.demos)))
+
+# %% ../../nbs/20_programs.prompts.ipynb #42f68f01
+def _demo_from_record(rec: dict) -> Demo:
+    "A `Demo` from one record of a pool file."
+    return Demo(question=rec['question'], program=rec['program'], entities=list(rec.get('entities') or []),
+                concepts=list(rec.get('concepts') or []), facts=list(rec.get('facts') or []), id=rec.get('id', ''))
+
+@patch(cls_method=True)
+def from_json(cls: DemoPool, path: str | Path, name: str = '') -> DemoPool:
+    "Load a pool from a JSON file `{'demos': [{question, program, entities, concepts, facts, id}, ...]}`."
+    path = Path(path)
+    try: records = json.loads(path.read_text())['demos']
+    except (OSError, ValueError, KeyError) as e:
+        raise PromptError(f"{path}: expected a JSON object with a 'demos' list ({e})") from e
+    demos = [_demo_from_record(r) for r in records]
+    for d in demos:
+        try: check_program(d.program)
+        except KGQAError as e: raise PromptError(f'{path}: demo {d.id!r} has an invalid program: {e}') from e
+    return cls(demos, name or path.stem)
+
+@patch(cls_method=True)
+def manual_kqapro(cls: DemoPool) -> DemoPool:
+    "The seeds' 10 manually selected KQA Pro demonstrations."
+    return cls.from_json(package_data('manual_demos_kqapro.json'), 'manual-kqapro')
+
+# %% ../../nbs/20_programs.prompts.ipynb #935a80e5
+def _record_field(rec, name: str, default=None):
+    "A field of a record that is a dict or an object."
+    return rec.get(name, default) if isinstance(rec, dict) else getattr(rec, name, default)
+
+@patch(cls_method=True)
+def from_records(cls: DemoPool, records, name: str = '') -> DemoPool:
+    ("A pool from records (dicts or objects) with `question`, `program` and optional `entities` (or `topic`), "
+     "`concepts`, `facts`, `id`; records without a program are skipped.")
+    demos = []
+    for i, r in enumerate(records):
+        program = _record_field(r, 'program')
+        if not program: continue
+        topic = _record_field(r, 'topic')
+        ents = _record_field(r, 'entities') or ([topic] if topic else [])
+        demos.append(Demo(_record_field(r, 'question'), list(program), list(ents),
+                          list(_record_field(r, 'concepts') or []), list(_record_field(r, 'facts') or []),
+                          str(_record_field(r, 'id', '') or f'{name}-{_record_field(r, "line", i)}')))
+    return cls(demos, name)
+
+@patch(cls_method=True)
+def from_metaqa(cls: DemoPool, hop: int, split: str = 'dev', limit: int | None = None) -> DemoPool:
+    "A pool of MetaQA questions with their gold KoPL programs (needs `kgqa_nb.datasets.metaqa`)."
+    from kgqa_nb.datasets.metaqa import load_metaqa_split  # imported late: MetaQA support is optional here
+    pool = cls.from_records(load_metaqa_split(hop, split=split), f'metaqa-{hop}hop-{split}')
+    return cls(pool.demos[:limit], pool.name)
 
 # %% ../../nbs/20_programs.prompts.ipynb #8c647483
 def code_name(function: str) -> str:
@@ -146,6 +153,7 @@ def codealign_stubs() -> str:
 
 # %% ../../nbs/20_programs.prompts.ipynb #b4f6690f
 def _readers(program: list) -> dict:
+    "step -> the steps that read its output."
     readers = {}
     for i, s in enumerate(program):
         for d in s['dependencies']: readers.setdefault(d, []).append(i)
@@ -195,6 +203,7 @@ int = a count; boolean = yes or no.
 '''
 
 def _py_list(items: list) -> str:
+    "A Python list literal, or None for an empty list."
     return repr(list(items)) if items else 'None'
 
 def codealign_question_block(question: str,  # the natural-language question
@@ -249,6 +258,7 @@ Instructions:
 '''
 
 def _type_words(types) -> str:
+    "Types as the function information writes them: `(Entities, Entities)`, `Value` or `None`."
     return ('(' + ', '.join(t.capitalize() for t in types) + ')' if len(types) > 1
             else (types[0].capitalize() if types else 'None'))
 
@@ -275,6 +285,7 @@ def symkgqa_steps(program: list) -> str:
                      for i, s in enumerate(steps, 1)) + '\nDone'
 
 def symkgqa_question_block(question: str, entities: list = (), concepts: list = ()) -> str:
+    "The `Question: ... Entities: ..., Concepts: ...` block that ends in `Output:`, before the steps."
     return (f'Question: {question} Entities: {_py_list(entities)}, Concepts: {_py_list(concepts)}. '
             'The steps to solve this question are:\nOutput:\n')
 
@@ -321,6 +332,7 @@ def STOP(expression: str):
     return expression
 '''
 
+# %% ../../nbs/20_programs.prompts.ipynb #5ba1cd7d
 def kbcoder_calls(sexpr, var: str = 'expression') -> str:
     "The KB-Coder call sequence that builds `sexpr`, ending in STOP."
     lines, counter = [], [0]
@@ -351,6 +363,7 @@ def sexpr_text(sexpr) -> str:
     "The usual parenthesised text of an S-expression tuple."
     return sexpr if isinstance(sexpr, str) else '(' + ' '.join(sexpr_text(x) for x in sexpr) + ')'
 
+# %% ../../nbs/20_programs.prompts.ipynb #ac40c523
 def kopl_to_sexpr(program: list) -> tuple | str:
     "The S-expression of a KoPL program (the subset KB-Coder's grammar covers), directions dropped."
     steps, nodes = check_program(program), []
@@ -369,6 +382,7 @@ def kopl_to_sexpr(program: list) -> tuple | str:
         nodes.append(node)
     return nodes[-1]
 
+# %% ../../nbs/20_programs.prompts.ipynb #315b542d
 def kbcoder_prompt(question: str,  # the test question
                    demos: list,  # (question, S-expression) pairs, or `Demo`s whose programs `kopl_to_sexpr` covers
                    relations: list = (),  # related relations to show ("Some relations for reference")

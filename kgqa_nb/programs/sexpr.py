@@ -6,6 +6,7 @@
 from __future__ import annotations
 import re
 from dataclasses import dataclass
+from fastcore.basics import patch
 from ..core import KGQAError
 from ..kopl.functions import ARG_OPS, CMP_OPS, check_program
 
@@ -38,6 +39,7 @@ class SExprSyntaxError(SExprError):
 
 # %% ../../nbs/23_programs.sexpr.ipynb #a7ca87ce
 def _short(x) -> str:
+    "`repr(x)`, cut to 60 characters."
     s = repr(x)
     return s if len(s) <= 60 else s[:57] + '...'
 
@@ -50,12 +52,14 @@ def relation_name(relation) -> str:
     return relation[1] if is_reverse(relation) else relation
 
 def _check_name(x, path: tuple, what: str, allow_reverse: bool = False):
+    "`SExprError` unless `x` is a non-blank name (or, with `allow_reverse`, a reverse relation `('R', name)`)."
     if isinstance(x, str) and x.strip(): return
     if allow_reverse and is_reverse(x) and x[1].strip(): return
     expected = f'a {what} name' + (" or ('R', name)" if allow_reverse else '')
     raise SExprError(f'bad {what}', path, expected, _short(x))
 
 def _validate(node, path: tuple) -> str:
+    "The result type of the subtree `node` at `path`; `SExprError` at the first bad node."
     if isinstance(node, str):
         if not node.strip(): raise SExprError('empty leaf', path, 'an entity, class or value name', repr(node))
         return ENTITIES
@@ -93,6 +97,7 @@ def is_valid_sexpr(sexpr) -> bool:
 _BARE = re.compile(r'[^\s()"\\]+')
 
 def _atom(x: str) -> str:
+    "A leaf as written in the text: bare, or double-quoted with backslash escapes."
     return x if _BARE.fullmatch(x) else '"' + x.replace('\\', '\\\\').replace('"', '\\"') + '"'
 
 def sexpr_to_text(sexpr) -> str:
@@ -201,55 +206,69 @@ class _ToKoPL:
         self.steps, self.concepts, self.key_types = [], concepts, key_types
 
     def add(self, function: str, inputs: list, deps: list) -> int:
+        "Append a step; returns its index."
         self.steps.append({'function': function, 'inputs': [str(x) for x in inputs], 'dependencies': list(deps)})
         return len(self.steps) - 1
 
-    def is_concept(self, node) -> bool: return isinstance(node, str) and node in self.concepts
+    def is_concept(self, node) -> bool:
+        "Whether `node` is a leaf that names a concept of the KG."
+        return isinstance(node, str) and node in self.concepts
 
-    def comparison(self, node, source, path: tuple) -> int:
-        "The filter steps of `(op k v)` over the set `source()` builds (None: every entity)."
-        op, key, value = node
-        fn = filter_function(key, value, self.key_types, path)
-        def filtered(cmp_op: str) -> int:
-            start = source() if source is not None else self.add('FindAll', [], [])
-            return self.add(fn, [key, value, cmp_op], [start])
-        if op in ('<', '>'): return filtered(op)
-        # <= and >=: the strict filter or equality, each over its own copy of the input set
-        return self.add('Or', [], [filtered(op[0]), filtered('=')])
+# %% ../../nbs/23_programs.sexpr.ipynb #2b44ba47
+@patch
+def comparison(self: _ToKoPL, node, source, path: tuple) -> int:
+    "The filter steps of `(op k v)` over the set `source()` builds (None: every entity)."
+    op, key, value = node
+    fn = filter_function(key, value, self.key_types, path)
+    def filtered(cmp_op: str) -> int:
+        start = source() if source is not None else self.add('FindAll', [], [])
+        return self.add(fn, [key, value, cmp_op], [start])
+    if op in ('<', '>'): return filtered(op)
+    # <= and >=: the strict filter or equality, each over its own copy of the input set
+    return self.add('Or', [], [filtered(op[0]), filtered('=')])
 
-    def entities(self, node, path: tuple) -> int:
-        "Steps whose last output is the entity set `node` denotes."
-        if isinstance(node, str):
-            if self.is_concept(node): return self.add('FilterConcept', [node], [self.add('FindAll', [], [])])
-            return self.add('Find', [node], [])
-        head = node[0]
-        if head == 'JOIN':
-            src = self.entities(node[2], path + (2,))
-            rel = node[1]
-            return self.add('Relate', [relation_name(rel), 'forward' if is_reverse(rel) else 'backward'], [src])
-        if head == 'AND':
-            a, b = node[1], node[2]
-            if self.is_concept(a) or self.is_concept(b):
-                c, other, i = (a, b, 2) if self.is_concept(a) else (b, a, 1)
-                return self.add('FilterConcept', [c], [self.entities(other, path + (i,))])
-            for cmp_i, other_i in ((2, 1), (1, 2)):
-                if isinstance(node[cmp_i], tuple) and node[cmp_i][0] in CMP_OPS:
-                    other, where = node[other_i], path + (other_i,)
-                    return self.comparison(node[cmp_i], lambda: self.entities(other, where), path + (cmp_i,))
-            x = self.entities(a, path + (1,))
-            y = self.entities(b, path + (2,))
-            return self.add('And', [], [x, y])
-        if head in CMP_OPS: return self.comparison(node, None, path)
-        raise ConversionError(f'{head} has no KoPL counterpart inside another function', path, 'an entity set', head)
+# %% ../../nbs/23_programs.sexpr.ipynb #50bc1b3a
+@patch
+def entities(self: _ToKoPL, node, path: tuple) -> int:
+    "Steps whose last output is the entity set `node` denotes."
+    if isinstance(node, str):
+        if self.is_concept(node): return self.add('FilterConcept', [node], [self.add('FindAll', [], [])])
+        return self.add('Find', [node], [])
+    head = node[0]
+    if head == 'JOIN':
+        src = self.entities(node[2], path + (2,))
+        rel = node[1]
+        return self.add('Relate', [relation_name(rel), 'forward' if is_reverse(rel) else 'backward'], [src])
+    if head == 'AND': return self.conjunction(node, path)
+    if head in CMP_OPS: return self.comparison(node, None, path)
+    raise ConversionError(f'{head} has no KoPL counterpart inside another function', path, 'an entity set', head)
 
-    def program(self, sexpr) -> list[dict]:
-        head = sexpr[0] if isinstance(sexpr, tuple) else None
-        if head == 'COUNT': self.add('Count', [], [self.entities(sexpr[1], (1,))])
-        elif head in ARG_OPS:
-            src = self.entities(sexpr[1], (1,))
-            self.add('SelectAmong', [sexpr[2], 'largest' if head == 'ARGMAX' else 'smallest'], [src])
-        else: self.add('QueryName', [], [self.entities(sexpr, ())])
-        return self.steps
+@patch
+def conjunction(self: _ToKoPL, node, path: tuple) -> int:
+    "Steps of `(AND a b)`: a concept filter, a comparison filter on the other side, or the And of two sets."
+    a, b = node[1], node[2]
+    if self.is_concept(a) or self.is_concept(b):
+        c, other, i = (a, b, 2) if self.is_concept(a) else (b, a, 1)
+        return self.add('FilterConcept', [c], [self.entities(other, path + (i,))])
+    for cmp_i, other_i in ((2, 1), (1, 2)):
+        if isinstance(node[cmp_i], tuple) and node[cmp_i][0] in CMP_OPS:
+            other, where = node[other_i], path + (other_i,)
+            return self.comparison(node[cmp_i], lambda: self.entities(other, where), path + (cmp_i,))
+    x = self.entities(a, path + (1,))
+    y = self.entities(b, path + (2,))
+    return self.add('And', [], [x, y])
+
+# %% ../../nbs/23_programs.sexpr.ipynb #ac5efdb3
+@patch
+def program(self: _ToKoPL, sexpr) -> list[dict]:
+    "The KQA Pro steps of the whole S-expression, ending in the step its root asks for."
+    head = sexpr[0] if isinstance(sexpr, tuple) else None
+    if head == 'COUNT': self.add('Count', [], [self.entities(sexpr[1], (1,))])
+    elif head in ARG_OPS:
+        src = self.entities(sexpr[1], (1,))
+        self.add('SelectAmong', [sexpr[2], 'largest' if head == 'ARGMAX' else 'smallest'], [src])
+    else: self.add('QueryName', [], [self.entities(sexpr, ())])
+    return self.steps
 
 def sexpr_to_program(sexpr,  # a valid S-expression (grounded: names are KG names)
                      kg=None,  # a `KG`: its concepts and attribute types decide leaves and filters

@@ -10,6 +10,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from fastcore.basics import patch
 from ..core import KGQAError, package_data
 from ..kopl.functions import ARG_OPS, CMP_OPS
 from ..kg.store import KG, KGBuilder
@@ -66,6 +67,7 @@ _UNWRITABLE = re.compile(r'\\[uU]|[\ud800-\udfff]')  # \u escapes are expanded b
 _ECHAR = {'\\': '\\\\', '"': '\\"', '\n': '\\n', '\r': '\\r', '\t': '\\t', '\b': '\\b', '\f': '\\f'}  # SPARQL's ECHAR
 
 def _shown(x) -> str:
+    "`repr(x)`, cut to 80 characters."
     s = repr(x)
     return s if len(s) <= 80 else s[:77] + '...'
 
@@ -99,33 +101,40 @@ class _Patterns:
         self.n, self.ns = 0, ns_prefix
 
     def fresh(self) -> str:
+        "A new variable: `?v1`, `?v2`, ..."
         self.n += 1
         return f'?v{self.n}'
 
-    def term(self, name: str, what: str = 'relation') -> str: return self.ns + sparql_name(name, what)
+    def term(self, name: str, what: str = 'relation') -> str:
+        "`ns:name`, the name checked (`what` names its role in the error)."
+        return self.ns + sparql_name(name, what)
 
     def leaf(self, name: str, var: str) -> list[str]:
+        "The pattern of a leaf: an id as a constant, a class by its instances, any other name as a literal."
         if is_freebase_id(name): return [f'VALUES {var} {{ {self.term(name, "entity id")} }}']
         if is_freebase_class(name): return [f'{var} {self.ns}type.object.type {self.term(name, "class")} .']
         return [f'FILTER (str({var}) = {sparql_string(name)})']
 
-    def of(self, node, var: str, path: tuple = ()) -> list[str]:
-        "Patterns that bind `var` to the entities `node` denotes."
-        if isinstance(node, str): return self.leaf(node, var)
-        head = node[0]
-        if head == 'JOIN':
-            rel, sub = node[1], node[2]
-            r = self.term(relation_name(rel))
-            inner = self.term(sub, 'entity id') if isinstance(sub, str) and is_freebase_id(sub) else None
-            y = inner or self.fresh()
-            triple = f'{y} {r} {var} .' if is_reverse(rel) else f'{var} {r} {y} .'
-            return [triple] + ([] if inner else self.of(sub, y, path + (2,)))
-        if head == 'AND': return self.of(node[1], var, path + (1,)) + self.of(node[2], var, path + (2,))
-        if head in CMP_OPS:
-            n = self.fresh()
-            return [f'{var} {self.term(node[1], "attribute")} {n} .', comparison_filter(n, head, node[2], path + (2,))]
-        raise ConversionError(f'{head} can only be the outermost function', path, 'an entity set', head)
+# %% ../../nbs/24_programs.sexpr_sparql.ipynb #6501d388
+@patch
+def of(self: _Patterns, node, var: str, path: tuple = ()) -> list[str]:
+    "Patterns that bind `var` to the entities `node` denotes."
+    if isinstance(node, str): return self.leaf(node, var)
+    head = node[0]
+    if head == 'JOIN':
+        rel, sub = node[1], node[2]
+        r = self.term(relation_name(rel))
+        inner = self.term(sub, 'entity id') if isinstance(sub, str) and is_freebase_id(sub) else None
+        y = inner or self.fresh()
+        triple = f'{y} {r} {var} .' if is_reverse(rel) else f'{var} {r} {y} .'
+        return [triple] + ([] if inner else self.of(sub, y, path + (2,)))
+    if head == 'AND': return self.of(node[1], var, path + (1,)) + self.of(node[2], var, path + (2,))
+    if head in CMP_OPS:
+        n = self.fresh()
+        return [f'{var} {self.term(node[1], "attribute")} {n} .', comparison_filter(n, head, node[2], path + (2,))]
+    raise ConversionError(f'{head} can only be the outermost function', path, 'an entity set', head)
 
+# %% ../../nbs/24_programs.sexpr_sparql.ipynb #dde7d3cb
 def sparql_prefixes(ns: str = FREEBASE_NS,  # the namespace bound to `ns:`
                    ) -> str:
     "The PREFIX lines of a Freebase-style query: `ns:` and `xsd:`."
@@ -136,7 +145,7 @@ def english_only_filter(var: str = '?x',  # the answer variable
     "The FILTER that keeps entities, and literals without a language tag or in English (WebQSP's, in SPARQL 1.1)."
     return f"FILTER (!isLiteral({var}) || lang({var}) = '' || langMatches(lang({var}), 'en'))"  # WebQSP writes OR
 
-
+# %% ../../nbs/24_programs.sexpr_sparql.ipynb #d53baee2
 def sexpr_to_sparql(sexpr,  # a valid S-expression over Freebase-style names (ids, relation and class names)
                     exclude: tuple = (),  # entity ids never returned (WebQSP excludes the topic entity)
                     ns: str = FREEBASE_NS,  # the namespace bound to the `ns:` prefix
@@ -163,9 +172,13 @@ def sexpr_to_sparql(sexpr,  # a valid S-expression over Freebase-style names (id
 # %% ../../nbs/24_programs.sexpr_sparql.ipynb #3bdc85b1
 class SparqlStore:
     "Something that answers SPARQL SELECT queries with SPARQL JSON result rows."
-    def select(self, query: str) -> list[dict]: raise NotImplementedError
+    def select(self, query: str) -> list[dict]:
+        "The rows of the query's result, each `{variable: SPARQL JSON term}`."
+        raise NotImplementedError
 
+# %% ../../nbs/24_programs.sexpr_sparql.ipynb #a9bd35f8
 def _json_term(term) -> dict | None:
+    "An rdflib term as a SPARQL JSON results term (None for an unbound variable)."
     from rdflib import URIRef, BNode, Literal
     if term is None: return None
     if isinstance(term, URIRef): return {'type': 'uri', 'value': str(term)}
@@ -181,6 +194,7 @@ class RdflibStore(SparqlStore):
         self.graph = graph
 
     def select(self, query: str) -> list[dict]:
+        "The rows rdflib gives, as SPARQL JSON terms; `SparqlError` when rdflib cannot run the query."
         try: result = self.graph.query(query)
         except Exception as e:  # rdflib raises pyparsing and its own errors
             raise SparqlError(f'rdflib could not run the query ({type(e).__name__}: {e}):\n{query}') from None
@@ -190,6 +204,7 @@ class RdflibStore(SparqlStore):
 
     def __repr__(self) -> str: return f'RdflibStore({len(self.graph)} triples)'
 
+# %% ../../nbs/24_programs.sexpr_sparql.ipynb #8d3b1eba
 class EndpointStore(SparqlStore):
     "A SPARQL endpoint (Virtuoso, Fuseki, ...) reached by HTTP POST."
     def __init__(self, url: str,  # e.g. http://localhost:8890/sparql
@@ -198,6 +213,7 @@ class EndpointStore(SparqlStore):
         self.url, self.timeout = url, timeout
 
     def select(self, query: str) -> list[dict]:
+        "The endpoint's result rows; `SparqlEndpointError` naming the URL when it cannot be reached or read."
         data = urllib.parse.urlencode({'query': query, 'format': 'json'}).encode('utf-8')
         req = urllib.request.Request(self.url, data=data, method='POST', headers={
             'Accept': 'application/sparql-results+json', 'Content-Type': 'application/x-www-form-urlencoded'})
@@ -217,6 +233,7 @@ class EndpointStore(SparqlStore):
 
     def __repr__(self) -> str: return f'EndpointStore({self.url!r})'
 
+# %% ../../nbs/24_programs.sexpr_sparql.ipynb #e9900252
 def freebase_mini_graph():
     "The tiny Freebase-style rdflib graph shipped in `kgqa_nb/data/freebase_mini.ttl`."
     import rdflib
@@ -257,6 +274,7 @@ def sexpr_answers_sparql(store: SparqlStore,  # where to run it
 _TYPE = 'type.object.type'
 
 def _literal_value(lit) -> dict:
+    "An rdflib literal as a KG attribute value: a quantity, a year, a date or a string."
     from rdflib.namespace import XSD
     dt = lit.datatype
     if dt in (XSD.integer, XSD.int, XSD.long, XSD.decimal, XSD.double, XSD.float):
