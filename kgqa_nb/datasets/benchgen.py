@@ -363,7 +363,9 @@ def program_of(steps: list) -> list[dict]:
     "A KQA Pro-format program (function, inputs, dependencies) from `(function, inputs)` steps."
     return program_from_lists([f for f, _ in steps], [list(i) for i in steps_inputs(steps)])
 
-def steps_inputs(steps: list) -> list[list[str]]: return [list(i) for _, i in steps]
+def steps_inputs(steps: list) -> list[list[str]]:
+    "The inputs of `(function, inputs)` steps, each as a list."
+    return [list(i) for _, i in steps]
 
 def located(executor: KoPLExecutor, loc: Loc) -> np.ndarray:
     "The item ids a branch locates (duplicates kept)."
@@ -406,28 +408,31 @@ class Renderer:
 # %% ../../nbs/78_datasets.benchgen.ipynb #817ee2de
 @patch
 def choice(self: Renderer, options: list, also: tuple = ()) -> str:
+    "One of `options`: drawn uniformly in classic builds, by `Renderer.pick` in levels builds."
     return self.rng.choice(options) if self.wording is None else self.pick(options, also)
 
 # %% ../../nbs/78_datasets.benchgen.ipynb #6cca24fa
 @patch
 def alt(self: Renderer, text: str, also: tuple = ()) -> str:
-    # a KG name or fixed phrase (or, in levels builds, a paraphrase)
+    "A KG name or fixed phrase: itself, or in levels builds maybe a paraphrase."
     return text if self.wording is None else self.pick([text], also)
 
 # %% ../../nbs/78_datasets.benchgen.ipynb #fc237bd3
 @patch
 def put(self: Renderer, text: str, slot: str, name: str) -> str:
-    # `name` (or a paraphrase) for `slot` when `text` has it
+    "`text` with `slot` filled by `name` (or a paraphrase), when `text` has that slot."
     return text.replace(slot, self.alt(name)) if slot in text else text
 
 # %% ../../nbs/78_datasets.benchgen.ipynb #163a95e0
 @patch
 def mention(self: Renderer, text: str) -> str:
+    "`text` unchanged, recorded as a mention so that `skeleton` can mask it."
     self.mentions.append(text); return text
 
 # %% ../../nbs/78_datasets.benchgen.ipynb #760780db
 @patch
 def noun(self: Renderer, concept: str, plural_: bool = False) -> str:
+    "A concept's noun, singular or plural, from the lexicon or by the generic plural."
     sg, pl = self.lex.concepts.get(concept, (concept, plural(concept)))
     if self.wording is not None and (alt := self.alt(sg)) != sg: sg, pl = alt, plural(alt)
     return pl if plural_ else sg
@@ -451,6 +456,7 @@ def op_value(self: Renderer, v: Value, op: str) -> str:
 # %% ../../nbs/78_datasets.benchgen.ipynb #731567f6
 @patch
 def agree(self: Renderer, text: str, plural_: bool) -> str:
+    "`text` with '{is}'/'{has}' agreeing with the noun's number."
     return text.replace('{is}', 'are' if plural_ else 'is').replace('{has}', 'have' if plural_ else 'has')
 
 # %% ../../nbs/78_datasets.benchgen.ipynb #e55a73e1
@@ -469,6 +475,7 @@ def rel_clause(self: Renderer, relation: str, direction: str, anchor: str, plura
 # %% ../../nbs/78_datasets.benchgen.ipynb #d8007ce7
 @patch
 def attr_clause(self: Renderer, key: str, v: Value, op: str, plural_: bool) -> str:
+    "A clause wording one attribute filter, with time verbs for time keys."
     if key in self.lex.time_keys and v.type in ('year', 'date') and self.rng.random() < 0.6:
         return f'{self.choice(self.lex.time_keys[key][0])} {self.op_value(v, op)}'
     opts = ['whose {k} is {ov}', 'with {k} {ov}', 'that {has} a {k} {ov}'] if v.type != 'string' else \
@@ -479,6 +486,7 @@ def attr_clause(self: Renderer, key: str, v: Value, op: str, plural_: bool) -> s
 # %% ../../nbs/78_datasets.benchgen.ipynb #5d2a36b3
 @patch
 def qual_clause(self: Renderer, qkey: str, v: Value, op: str) -> str:
+    "A clause wording one qualifier filter: 'in 2010', '(start time after 1990)', ..."
     if qkey == 'point in time' and op == '=' and v.type == 'year' and self.rng.random() < 0.5:
         return f'in {self.value(v)}'
     t = self.choice(['({k} {ov})', 'with {k} {ov}', 'where the {k} is {ov}', 'when the {k} was {ov}'])
@@ -487,6 +495,7 @@ def qual_clause(self: Renderer, qkey: str, v: Value, op: str) -> str:
 # %% ../../nbs/78_datasets.benchgen.ipynb #ecb92b5e
 @patch
 def clauses(self: Renderer, loc: Loc, plural_: bool) -> str:
+    "A branch's clauses joined: a qualifier clause attaches to the one before, others join with 'and'."
     parts = []
     for c in loc.clauses:
         if c[0] == 'rel': parts.append(self.rel_clause(c[1], c[2], self.describe(c[3]), plural_))
@@ -511,7 +520,9 @@ def describe(self: Renderer, loc: Loc, form: str = 'the') -> str:
     return f'the {phrase}' if form == 'the' else phrase
 
 # %% ../../nbs/78_datasets.benchgen.ipynb #3ec9c357
-def capitalize(q: str) -> str: return q[:1].upper() + q[1:]
+def capitalize(q: str) -> str:
+    "`q` with its first letter upper-cased."
+    return q[:1].upper() + q[1:]
 
 # %% ../../nbs/78_datasets.benchgen.ipynb #4eefd692
 def skeleton(question: str, mentions: list[str]) -> str:
@@ -603,6 +614,7 @@ def _narrow_to(self: Templates, loc: Loc, e: int, rng: random.Random, tries: int
 # %% ../../nbs/78_datasets.benchgen.ipynb #25a93a75
 @patch
 def mh_query_name(self: Templates, rng: random.Random) -> Draft | None:
+    "Multi-hop: the name of an entity located through other entities (None: no fit)."
     e = self.ix.pick(rng, 'rel')
     loc = self._some_loc(e, rng) if e is not None else None
     if loc is None or (loc := self._narrow_to(loc, e, rng)) is None: return None
@@ -624,6 +636,7 @@ def _key_question(self: Templates, r: Renderer, key: str, d: str, v: Value) -> s
 # %% ../../nbs/78_datasets.benchgen.ipynb #ebc48891
 @patch
 def mh_query_attr(self: Templates, rng: random.Random) -> Draft | None:
+    "Multi-hop: a single-valued attribute of an entity located without its name."
     e = self.ix.pick(rng, 'attr')
     single = [a for a in self.ix.attrs(e) if self.ix.key_count(e, a.key) == 1]
     if not single: return None
@@ -637,6 +650,7 @@ def mh_query_attr(self: Templates, rng: random.Random) -> Draft | None:
 # %% ../../nbs/78_datasets.benchgen.ipynb #272a839a
 @patch
 def mh_query_relation(self: Templates, rng: random.Random) -> Draft | None:
+    "Multi-hop: how a named entity relates to a described one."
     e = self.ix.pick(rng, 'rel')
     facts = [f for f in self.ix.rels(e) if f.direction == 'forward' and f.other != e
              and not self.ix.kg.is_concept[f.other]]
@@ -677,6 +691,7 @@ def _condition(self: Templates, rng: random.Random) -> tuple[int, AttrFact, str,
 # %% ../../nbs/78_datasets.benchgen.ipynb #c2ce0e15
 @patch
 def q_attr_qualifier(self: Templates, rng: random.Random) -> Draft | None:
+    "Qualifier: a qualifier of a named entity's attribute fact."
     got = self._named_fact_with_quals(rng)
     if got is None: return None
     e, a = got
@@ -695,6 +710,7 @@ def q_attr_qualifier(self: Templates, rng: random.Random) -> Draft | None:
 # %% ../../nbs/78_datasets.benchgen.ipynb #386345e6
 @patch
 def q_relation_qualifier(self: Templates, rng: random.Random) -> Draft | None:
+    "Qualifier: a qualifier of a relation fact between two named entities."
     e = self.ix.pick(rng, 'qual_rel')
     if e is None or not self.ix.nameable[e]: return None
     facts = [f for f in self.ix.rels(e) if f.quals and f.direction == 'forward' and self.ix.nameable[f.other]
@@ -721,6 +737,7 @@ def q_relation_qualifier(self: Templates, rng: random.Random) -> Draft | None:
 # %% ../../nbs/78_datasets.benchgen.ipynb #9cc1d06e
 @patch
 def q_attr_under_condition(self: Templates, rng: random.Random) -> Draft | None:
+    "Qualifier: an attribute's value under a qualifier condition ('in 2010')."
     got = self._condition(rng)
     if got is None: return None
     e, a, qk, qv = got
@@ -739,6 +756,7 @@ def q_attr_under_condition(self: Templates, rng: random.Random) -> Draft | None:
 # %% ../../nbs/78_datasets.benchgen.ipynb #e979b108
 @patch
 def q_filter(self: Templates, rng: random.Random) -> Draft | None:
+    "Qualifier: the name or the count of the entities a qualifier filter locates."
     kinds = [(k, t) for k in ('rel', 'attr') for t in VALUE_TYPES if len(self.ix.pools[f'qual_{k}_{t}'])]
     if not kinds: return None
     kind, t = rng.choice(kinds)  # spread over QFilterStr/Num/Year/Date
@@ -774,6 +792,7 @@ def _comparative(self: Templates, r: Renderer, key: str, greater: bool) -> tuple
 # %% ../../nbs/78_datasets.benchgen.ipynb #bd4df6a0
 @patch
 def c_select_between(self: Templates, rng: random.Random) -> Draft | None:
+    "Comparison: which of two named entities of one concept has more (or less) of a key."
     a = self.ix.pick(rng, 'quantity')
     facts = self._quantity_facts(a) if a is not None else []
     if not facts or not self.ix.nameable[a]: return None
@@ -809,6 +828,7 @@ def c_select_between(self: Templates, rng: random.Random) -> Draft | None:
 # %% ../../nbs/78_datasets.benchgen.ipynb #5d5e575d
 @patch
 def c_select_among(self: Templates, rng: random.Random) -> Draft | None:
+    "Comparison: the largest or smallest of a located set by one key."
     e = self.ix.pick(rng, 'quantity')
     facts = self._quantity_facts(e) if e is not None else []
     if not facts: return None
@@ -869,24 +889,28 @@ def _logical(self: Templates, rng: random.Random, join: str, query: str, phrasin
 # %% ../../nbs/78_datasets.benchgen.ipynb #4aa7fd4c
 @patch
 def l_and_name(self: Templates, rng: random.Random) -> Draft | None:
+    "Logical: the name of the entity both branches locate."
     return self._logical(rng, 'And', 'QueryName', ['Which is the {d}?', 'What is the {d}?', 'Name the {d}.'],
                          'entity')
 
 # %% ../../nbs/78_datasets.benchgen.ipynb #102fa741
 @patch
 def l_and_count(self: Templates, rng: random.Random) -> Draft | None:
+    "Logical: how many entities both branches locate."
     return self._logical(rng, 'And', 'Count', ['How many {d} are there?', 'What is the number of {d}?',
                                                'Count the {d}.'], 'count')
 
 # %% ../../nbs/78_datasets.benchgen.ipynb #48d43a7e
 @patch
 def l_or_count(self: Templates, rng: random.Random) -> Draft | None:
+    "Logical: how many entities either branch locates."
     return self._logical(rng, 'Or', 'Count', ['How many {d} are there?', 'What is the number of {d}?',
                                               'Count the {d}.'], 'count')
 
 # %% ../../nbs/78_datasets.benchgen.ipynb #9a951dfd
 @patch
 def count(self: Templates, rng: random.Random) -> Draft | None:
+    "Count: how many entities a located set has, sometimes after one more attribute filter."
     e = self.ix.pick(rng, 'attr' if rng.random() < 0.4 else 'rel')
     if e is None: return None
     loc = self._some_loc(e, rng)
@@ -932,6 +956,7 @@ def _verify_question(self: Templates, r: Renderer, key: str, d: str, t: Value, o
 # %% ../../nbs/78_datasets.benchgen.ipynb #97e1a0b9
 @patch
 def v_query_attr(self: Templates, rng: random.Random) -> Draft | None:
+    "Verify: whether an attribute of a located entity has a value (true about half the time)."
     e = self.ix.pick(rng, 'attr')
     single = [a for a in self.ix.attrs(e) if self.ix.key_count(e, a.key) == 1]
     if not single: return None
@@ -947,6 +972,7 @@ def v_query_attr(self: Templates, rng: random.Random) -> Draft | None:
 # %% ../../nbs/78_datasets.benchgen.ipynb #c307df21
 @patch
 def v_under_condition(self: Templates, rng: random.Random) -> Draft | None:
+    "Verify: whether an attribute has a value under a qualifier condition."
     got = self._condition(rng)
     if got is None: return None
     e, a, qk, qv = got

@@ -10,6 +10,7 @@ import functools
 import json
 from collections import Counter
 from pathlib import Path
+from fastcore.basics import patch
 from ..core import KGQAError, package_data
 
 # %% auto #0
@@ -80,61 +81,74 @@ class KBBuilder:
         self.entity_id: dict[str, str] = {}   # entity slug -> id
         self._next = 1
 
-    def _new_id(self, slug: str, qid: str | None, known: dict) -> str:
-        if slug in known: raise DemoKBError(f'slug {slug!r} is defined twice')
-        if qid is None: qid, self._next = f'D{self._next}', self._next + 1
-        if qid in self.concepts or qid in self.entities: raise DemoKBError(f'id {qid!r} (slug {slug!r}) is used twice')
-        known[slug] = qid
-        return qid
+# %% ../../nbs/76_datasets.demo_kb.ipynb #fef2460d
+@patch
+def _new_id(self: KBBuilder, slug: str, qid: str | None, known: dict) -> str:
+    if slug in known: raise DemoKBError(f'slug {slug!r} is defined twice')
+    if qid is None: qid, self._next = f'D{self._next}', self._next + 1
+    if qid in self.concepts or qid in self.entities: raise DemoKBError(f'id {qid!r} (slug {slug!r}) is used twice')
+    known[slug] = qid
+    return qid
 
-    def cid(self, slug: str) -> str:
-        "The id of a concept slug."
-        if slug not in self.concept_id: raise DemoKBError(f'unknown concept slug {slug!r}')
-        return self.concept_id[slug]
+@patch
+def cid(self: KBBuilder, slug: str) -> str:
+    "The id of a concept slug."
+    if slug not in self.concept_id: raise DemoKBError(f'unknown concept slug {slug!r}')
+    return self.concept_id[slug]
 
-    def eid(self, slug: str) -> str:
-        "The id of an entity slug."
-        if slug not in self.entity_id: raise DemoKBError(f'unknown entity slug {slug!r}')
-        return self.entity_id[slug]
+@patch
+def eid(self: KBBuilder, slug: str) -> str:
+    "The id of an entity slug."
+    if slug not in self.entity_id: raise DemoKBError(f'unknown entity slug {slug!r}')
+    return self.entity_id[slug]
 
-    def add_concept(self, slug: str, name: str, parents: list[str] = (), qid: str | None = None) -> str:
-        "Add a concept under its parent concepts (slugs, already added)."
-        parent_ids = [self.cid(p) for p in parents]
-        cid = self._new_id(slug, qid, self.concept_id)
-        self.concepts[cid] = {'name': name, 'subclassOf': parent_ids}
-        return cid
+# %% ../../nbs/76_datasets.demo_kb.ipynb #baed2982
+@patch
+def add_concept(self: KBBuilder, slug: str, name: str, parents: list[str] = (), qid: str | None = None) -> str:
+    "Add a concept under its parent concepts (slugs, already added)."
+    parent_ids = [self.cid(p) for p in parents]
+    cid = self._new_id(slug, qid, self.concept_id)
+    self.concepts[cid] = {'name': name, 'subclassOf': parent_ids}
+    return cid
 
-    def add_entity(self, slug: str, name: str, concepts: list[str], qid: str | None = None) -> str:
-        "Add an entity as an instance of the given concepts (slugs)."
-        concept_ids = [self.cid(c) for c in concepts]
-        eid = self._new_id(slug, qid, self.entity_id)
-        self.entities[eid] = {'name': name, 'instanceOf': concept_ids, 'attributes': [], 'relations': []}
-        return eid
+@patch
+def add_entity(self: KBBuilder, slug: str, name: str, concepts: list[str], qid: str | None = None) -> str:
+    "Add an entity as an instance of the given concepts (slugs)."
+    concept_ids = [self.cid(c) for c in concepts]
+    eid = self._new_id(slug, qid, self.entity_id)
+    self.entities[eid] = {'name': name, 'instanceOf': concept_ids, 'attributes': [], 'relations': []}
+    return eid
 
-    def add_attr(self, slug: str, key: str, value: dict, qualifiers: dict | None = None):
-        "Add an attribute fact to an entity; quantity keys must use their `KEY_UNITS` unit."
-        if value['type'] == 'quantity' and KEY_UNITS.get(key, value['unit']) != value['unit']:
-            raise DemoKBError(f'{slug}: {key!r} must be in {KEY_UNITS[key]!r}, got {value["unit"]!r}')
-        self.entities[self.eid(slug)]['attributes'].append(
-            {'key': key, 'value': value, 'qualifiers': copy.deepcopy(qualifiers or {})})
+# %% ../../nbs/76_datasets.demo_kb.ipynb #aaef4dde
+@patch
+def add_attr(self: KBBuilder, slug: str, key: str, value: dict, qualifiers: dict | None = None):
+    "Add an attribute fact to an entity; quantity keys must use their `KEY_UNITS` unit."
+    if value['type'] == 'quantity' and KEY_UNITS.get(key, value['unit']) != value['unit']:
+        raise DemoKBError(f'{slug}: {key!r} must be in {KEY_UNITS[key]!r}, got {value["unit"]!r}')
+    self.entities[self.eid(slug)]['attributes'].append(
+        {'key': key, 'value': value, 'qualifiers': copy.deepcopy(qualifiers or {})})
 
-    def add_rel(self, subject: str, relation: str, obj: str, qualifiers: dict | None = None):
-        "Add `subject --relation--> obj`: forward on the subject, backward on the object."
-        s, o = self.eid(subject), self.eid(obj)
-        q = qualifiers or {}
-        self.entities[s]['relations'].append({'relation': relation, 'direction': 'forward', 'object': o,
-                                              'qualifiers': copy.deepcopy(q)})
-        self.entities[o]['relations'].append({'relation': relation, 'direction': 'backward', 'object': s,
-                                              'qualifiers': copy.deepcopy(q)})
+@patch
+def add_rel(self: KBBuilder, subject: str, relation: str, obj: str, qualifiers: dict | None = None):
+    "Add `subject --relation--> obj`: forward on the subject, backward on the object."
+    s, o = self.eid(subject), self.eid(obj)
+    q = qualifiers or {}
+    self.entities[s]['relations'].append({'relation': relation, 'direction': 'forward', 'object': o,
+                                          'qualifiers': copy.deepcopy(q)})
+    self.entities[o]['relations'].append({'relation': relation, 'direction': 'backward', 'object': s,
+                                          'qualifiers': copy.deepcopy(q)})
 
-    def add_symmetric(self, a: str, relation: str, b: str, qualifiers: dict | None = None):
-        "A symmetric relation ('spouse', 'shares border with'), stated from both sides as on Wikidata."
-        self.add_rel(a, relation, b, qualifiers)
-        self.add_rel(b, relation, a, qualifiers)
+@patch
+def add_symmetric(self: KBBuilder, a: str, relation: str, b: str, qualifiers: dict | None = None):
+    "A symmetric relation ('spouse', 'shares border with'), stated from both sides as on Wikidata."
+    self.add_rel(a, relation, b, qualifiers)
+    self.add_rel(b, relation, a, qualifiers)
 
-    def build(self) -> dict:
-        "The KB as a KoPL JSON dict (a deep copy)."
-        return copy.deepcopy({'concepts': self.concepts, 'entities': self.entities})
+# %% ../../nbs/76_datasets.demo_kb.ipynb #6a0e72c9
+@patch
+def build(self: KBBuilder) -> dict:
+    "The KB as a KoPL JSON dict (a deep copy)."
+    return copy.deepcopy({'concepts': self.concepts, 'entities': self.entities})
 
 # %% ../../nbs/76_datasets.demo_kb.ipynb #a3f1c0d2
 def demo_source_path() -> Path:
@@ -167,6 +181,7 @@ def _add_reference_items(b: KBBuilder, t: dict[str, list]):
     for slug, name, qid in t['occupations']: b.add_entity(slug, name, ['occupation'], qid)
     for slug, name in t['film_genres']: b.add_entity(slug, name, ['film_genre'])
 
+# %% ../../nbs/76_datasets.demo_kb.ipynb #2c034214
 def population_qualifiers(value: int, y: int) -> dict:
     ("`point in time`, plus `determination method: census` for a figure that is not a multiple of 100 (all such "
      "figures in these tables are census counts).")
@@ -177,6 +192,7 @@ def population_qualifiers(value: int, y: int) -> dict:
 def _add_populations(b: KBBuilder, slug: str, rows: list | None):
     for value, y in rows or []: b.add_attr(slug, 'population', quantity(value), population_qualifiers(value, y))
 
+# %% ../../nbs/76_datasets.demo_kb.ipynb #b265999a
 def _add_places(b: KBBuilder, t: dict[str, list]):
     for c in t['countries']:
         b.add_entity(c['slug'], c['name'], ['sovereign_state'], c['qid'])
@@ -206,6 +222,7 @@ def _add_places(b: KBBuilder, t: dict[str, list]):
         for value, y in elevations:
             b.add_attr(slug, 'elevation above sea level', quantity(value, 'metre'), at(y) if y else None)
 
+# %% ../../nbs/76_datasets.demo_kb.ipynb #e2354d58
 def _add_place_relations(b: KBBuilder, t: dict[str, list]):
     for c in t['countries']:
         for x in c['continent']: b.add_rel(c['slug'], 'continent', x)
@@ -338,6 +355,7 @@ def value_problem(v) -> str | None:
         except (TypeError, ValueError): return f'date value {x!r} is not ISO yyyy-mm-dd'
     return None
 
+# %% ../../nbs/76_datasets.demo_kb.ipynb #c801ffb8
 def _fact_values(e: dict):
     "(where, key, value) for every attribute value and qualifier value of an entity."
     for n, a in enumerate(e.get('attributes', [])):
@@ -348,45 +366,73 @@ def _fact_values(e: dict):
         for qk, qvs in r.get('qualifiers', {}).items():
             for qv in qvs: yield f'relations[{n}].qualifiers', qk, qv
 
+# %% ../../nbs/76_datasets.demo_kb.ipynb #4dca0fbf
+def _concept_problems(concepts: dict, entities: dict) -> list[str]:
+    "Ids that are both a concept and an entity, concepts without a name, `subclassOf` ids that are not concepts."
+    problems = [f'id {i!r} is both a concept and an entity' for i in set(concepts) & set(entities)]
+    for cid, c in concepts.items():
+        if not c.get('name'): problems.append(f'concepts[{cid!r}]: no name')
+        problems += [f'concepts[{cid!r}]: subclassOf {p!r} is not a concept' for p in c.get('subclassOf', [])
+                     if p not in concepts]
+    return problems
+
+def _value_problems(eid: str, e: dict,
+                    kinds: dict, units: dict,  # key -> value kinds / quantity units seen so far (updated)
+                   ) -> list[str]:
+    "The bad values of one entity's facts and qualifiers; the good ones are tallied in `kinds` and `units`."
+    problems = []
+    for where, key, v in _fact_values(e):
+        bad = value_problem(v)
+        if bad: problems.append(f'entities[{eid!r}].{where} {key!r}: {bad}'); continue
+        kinds.setdefault(key, set()).add(VALUE_KINDS[v['type']])
+        if v['type'] == 'quantity': units.setdefault(key, set()).add(v['unit'])
+    return problems
+
+def _relation_problems(eid: str, e: dict, entities: dict, concepts: dict,
+                       directed: Counter,  # (subject, relation, object, qualifiers) -> forward minus backward (updated)
+                      ) -> list[str]:
+    "One entity's relation facts whose object or direction is wrong; every fact is tallied in `directed`."
+    problems = []
+    for n, r in enumerate(e.get('relations', [])):
+        where = f'entities[{eid!r}].relations[{n}]'
+        if r.get('object') not in entities and r.get('object') not in concepts:
+            problems.append(f'{where}: object {r.get("object")!r} does not exist')
+        if r.get('direction') not in ('forward', 'backward'):
+            problems.append(f'{where}: direction {r.get("direction")!r}')
+        q = json.dumps(r.get('qualifiers', {}), sort_keys=True)
+        fact = ((eid, r.get('relation'), r.get('object'), q) if r.get('direction') == 'forward'
+                else (r.get('object'), r.get('relation'), eid, q))
+        directed[fact] += 1 if r.get('direction') == 'forward' else -1
+    return problems
+
+def _unpaired_problems(directed: Counter) -> list[str]:
+    "Relation facts stored on one end only (see `_relation_problems`)."
+    problems = []
+    for (s, rel, o, q), diff in directed.items():
+        if diff > 0: problems.append(f'{s} --{rel}--> {o} {q}: forward fact without its backward fact on {o!r}')
+        if diff < 0:
+            problems.append(f'{s} --{rel}--> {o} {q}: backward fact on {o!r} without its forward fact on {s!r}')
+    return problems
+
+# %% ../../nbs/76_datasets.demo_kb.ipynb #ea5fae0f
 def kopl_kb_problems(kb: dict,  # a KB in the current KoPL JSON schema
                      both_directions: bool = True,  # require every relation fact forward and backward
                     ) -> list[str]:
     "Every schema problem of `kb`, each naming the item and fact; empty when the KB is valid."
     if not isinstance(kb, dict) or not isinstance(kb.get('concepts'), dict) or not isinstance(kb.get('entities'), dict):
         return ["expected a dict with 'concepts' and 'entities' objects"]
-    concepts, entities, problems = kb['concepts'], kb['entities'], []
-    problems += [f'id {i!r} is both a concept and an entity' for i in set(concepts) & set(entities)]
-    for cid, c in concepts.items():
-        if not c.get('name'): problems.append(f'concepts[{cid!r}]: no name')
-        problems += [f'concepts[{cid!r}]: subclassOf {p!r} is not a concept' for p in c.get('subclassOf', [])
-                     if p not in concepts]
+    concepts, entities = kb['concepts'], kb['entities']
+    problems = _concept_problems(concepts, entities)
     kinds, units, directed = {}, {}, Counter()
     for eid, e in entities.items():
         if not e.get('name'): problems.append(f'entities[{eid!r}]: no name')
         problems += [f'entities[{eid!r}]: instanceOf {c!r} is not a concept' for c in e.get('instanceOf', [])
                      if c not in concepts]
-        for where, key, v in _fact_values(e):
-            bad = value_problem(v)
-            if bad: problems.append(f'entities[{eid!r}].{where} {key!r}: {bad}'); continue
-            kinds.setdefault(key, set()).add(VALUE_KINDS[v['type']])
-            if v['type'] == 'quantity': units.setdefault(key, set()).add(v['unit'])
-        for n, r in enumerate(e.get('relations', [])):
-            where = f'entities[{eid!r}].relations[{n}]'
-            if r.get('object') not in entities and r.get('object') not in concepts:
-                problems.append(f'{where}: object {r.get("object")!r} does not exist')
-            if r.get('direction') not in ('forward', 'backward'):
-                problems.append(f'{where}: direction {r.get("direction")!r}')
-            q = json.dumps(r.get('qualifiers', {}), sort_keys=True)
-            fact = ((eid, r.get('relation'), r.get('object'), q) if r.get('direction') == 'forward'
-                    else (r.get('object'), r.get('relation'), eid, q))
-            directed[fact] += 1 if r.get('direction') == 'forward' else -1
+        problems += _value_problems(eid, e, kinds, units)
+        problems += _relation_problems(eid, e, entities, concepts, directed)
     problems += [f'key {k!r} mixes value kinds {sorted(ks)}' for k, ks in kinds.items() if len(ks) > 1]
     problems += [f'quantity key {k!r} mixes units {sorted(us)}' for k, us in units.items() if len(us) > 1]
-    if both_directions:
-        for (s, rel, o, q), diff in directed.items():
-            if diff > 0: problems.append(f'{s} --{rel}--> {o} {q}: forward fact without its backward fact on {o!r}')
-            if diff < 0:
-                problems.append(f'{s} --{rel}--> {o} {q}: backward fact on {o!r} without its forward fact on {s!r}')
+    if both_directions: problems += _unpaired_problems(directed)
     return problems
 
 def check_kopl_kb(kb: dict, both_directions: bool = True, source: str = '<dict>'):

@@ -47,7 +47,8 @@ def read_irn_line(line: str,  # one line of a PathQuestion or WorldCup2014 quest
                  ) -> PathQuestion:
     "The question, answers, topics and paths of one line (PathQuestion: 3 fields; WorldCup2014: 5 or 6)."
     f = line.rstrip('\r\n').split('\t')
-    if len(f) not in (3, 5, 6): raise IRNFormatError(f'{where}: expected 3, 5 or 6 tab-separated fields, found {len(f)}')
+    if len(f) not in (3, 5, 6):
+        raise IRNFormatError(f'{where}: expected 3, 5 or 6 tab-separated fields, found {len(f)}')
     answers = answer_set(f[1]) if len(f) == 3 else answer_set(f[3]) or answer_set(f[1])
     if not answers: raise IRNFormatError(f'{where}: no answers in {line[:200]!r}')
     paths = [read_path(p, where) for p in f[2].split('*')]
@@ -78,7 +79,8 @@ def read_irn_kb(path: str | Path) -> list[tuple[str, str, str]]:
     path, out = Path(path), []
     for n, line in data_lines(read_text(path, IRNFormatError)):
         parts = [p.strip() for p in line.split('\t') if p.strip()]
-        if len(parts) != 3: raise IRNFormatError(f'{path}:{n}: expected head, relation, tail; found {len(parts)} fields')
+        if len(parts) != 3:
+            raise IRNFormatError(f'{path}:{n}: expected head, relation, tail; found {len(parts)} fields')
         out.append(tuple(parts))
     return out
 
@@ -104,7 +106,8 @@ def pathquestion_folder(src: str | Path,  # IRN's `PathQuestion/` folder (2H-kb.
                        ) -> Path:
     "PathQuestion as an own-KG folder: the union of both KBs, splits `2-hop` and `3-hop`."
     src = Path(src)
-    return write_irn_folder(dst, [src/'2H-kb.txt', src/'3H-kb.txt'], {'2-hop': src/'PQ-2H.txt', '3-hop': src/'PQ-3H.txt'})
+    return write_irn_folder(dst, [src/'2H-kb.txt', src/'3H-kb.txt'],
+                            {'2-hop': src/'PQ-2H.txt', '3-hop': src/'PQ-3H.txt'})
 
 def worldcup_folder(src: str | Path,  # IRN's `WC2014/` folder (WC2014.txt and the question files)
                     dst: str | Path,  # the own-KG folder to write

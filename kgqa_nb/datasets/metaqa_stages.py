@@ -41,6 +41,7 @@ def metaqa_execute(executor: KoPLExecutor, program: list, q: Question, linked) -
     "MetaQA answers of a program: the topic entity is never an answer."
     return execute_without_topic(executor, program, linked.entities[0] if linked.entities else '')
 
+# %% ../../nbs/72_datasets.metaqa_stages.ipynb #daa5dcce
 def metaqa_demo_pool(exclude: Sequence[str] = (),  # question texts to leave out (the evaluated ones)
                      hops: Sequence[int] = (1, 2, 3),
                      split: str = 'dev',
@@ -51,6 +52,7 @@ def metaqa_demo_pool(exclude: Sequence[str] = (),  # question texts to leave out
     return {hop: [q for q in load_metaqa_split(hop, split, root) if q.program and q.question not in skip]
             for hop in hops}
 
+# %% ../../nbs/72_datasets.metaqa_stages.ipynb #9c9025e4
 def metaqa_fixed_demos(pool: dict,  # from `metaqa_demo_pool`
                        n: int = 10,  # |D|
                        seed: int = 0,
@@ -70,6 +72,7 @@ def metaqa_fixed_demos(pool: dict,  # from `metaqa_demo_pool`
             out.append(demo_from_record(q))
     return out
 
+# %% ../../nbs/72_datasets.metaqa_stages.ipynb #0379431e
 def metaqa_stages(backend: LLMBackend,  # the LLM
                   exclude: Sequence[str] = (),  # evaluated question texts, never used as demonstrations
                   n_demos: int = 10,  # |D|

@@ -59,11 +59,19 @@ class DevCheck:
     kopl: object  # the official engine's answer (or a `RefFailure`)
 
     @property
-    def ours_ok(self) -> bool: return sole_answer(self.ours) == self.gold
+    def ours_ok(self) -> bool:
+        "Whether our executor's sole answer is the gold answer."
+        return sole_answer(self.ours) == self.gold
+
     @property
-    def kopl_ok(self) -> bool: return sole_answer(self.kopl) == self.gold
+    def kopl_ok(self) -> bool:
+        "Whether the official engine's sole answer is the gold answer."
+        return sole_answer(self.kopl) == self.gold
+
     @property
-    def ok(self) -> bool: return self.ours_ok and self.kopl_ok
+    def ok(self) -> bool:
+        "Whether both engines give the gold answer."
+        return self.ours_ok and self.kopl_ok
 
 # %% ../../nbs/80_datasets.natural_dev.ipynb #7aec140e
 def check_natural_dev(records: list[dict] | None = None,  # default: `natural_dev()`

@@ -245,7 +245,8 @@ def sniff_format(path: Path,  # the file (its extension decides when it is a kno
     "The triple format of a file, one of `FORMATS`."
     if path.suffix.lower() in _SUFFIX_FORMATS: return _SUFFIX_FORMATS[path.suffix.lower()]
     if path.suffix.lower() == '.json':
-        raise KGFormatError(f'{path}: JSON is not a triple format; a KQA Pro-schema KB is read by kgqa_nb.kg.store.load_kb')
+        raise KGFormatError(f'{path}: JSON is not a triple format; '
+                            'a KQA Pro-schema KB is read by kgqa_nb.kg.store.load_kb')
     first = next((line.strip() for _, line in data_lines(text)), '')
     if _TURTLE_START.match(first): return 'ttl'
     if _NT_LINE.match(first): return 'nt'

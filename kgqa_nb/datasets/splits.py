@@ -10,7 +10,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from ..core import KGQAError, cache_dir, data_dir
 from ..kopl.functions import lookup
-from .benchgen import GENERATED_CATEGORIES, GENERATOR_VERSION, METAQA_CATEGORIES, BenchmarkGenerator, Lexicon
+from .benchgen import (GENERATED_CATEGORIES, GENERATOR_VERSION, METAQA_CATEGORIES, BenchmarkGenerator,
+                                      Lexicon)
 from .benchgen import demo_kb_dict, metaqa_as_kopl, metaqa_lexicon, write_benchmark
 
 # %% auto #0

@@ -9,6 +9,7 @@ import datetime
 import gc
 import json
 from dataclasses import dataclass
+from fastcore.basics import patch
 from pathlib import Path
 import numpy as np
 
@@ -266,23 +267,47 @@ def synthetic_kb(n_entities: int = 17000,  # entities
         return _synthetic_kb(n_entities, n_concepts, n_relation_facts, n_attribute_facts, n_qualifiers, seed,
                              n_relations, n_keys, n_qualifier_keys)
 
+# %% ../../nbs/77_datasets.synthkb.ipynb #36845c0c
 def _synthetic_kb(n_entities, n_concepts, n_relation_facts, n_attribute_facts, n_qualifiers, seed,
                   n_relations, n_keys, n_qualifier_keys) -> dict:
     rng = np.random.default_rng(seed)
     words = make_unique(pseudo_words(rng, 20000))
-    # concepts
+    cids, concepts = _draw_concepts(rng, n_entities, n_concepts)
+    eids = [f'Q{i + 1}' for i in range(n_entities)]
+    entities, main_concept, concept_w, popularity = _draw_entities(rng, eids, cids)
+    specs, qspecs = attribute_specs(rng, n_keys, words), qualifier_specs(rng, n_qualifier_keys, words)
+    qweights = zipf_weights(len(qspecs), 1.3)
+    n_q_attr = int(0.4 * n_qualifiers)  # 40% of the qualifier values go to attribute facts
+    _add_attribute_facts(rng, entities, eids, popularity, specs, n_attribute_facts, n_q_attr, qspecs, qweights)
+    _add_relation_facts(rng, entities, eids, popularity, main_concept, concept_w, n_relations, n_relation_facts // 2,
+                        (n_qualifiers - n_q_attr) // 2, qspecs, qweights)
+    return {'concepts': concepts, 'entities': entities}
+
+# %% ../../nbs/77_datasets.synthkb.ipynb #0fee20c7
+def _draw_concepts(rng: np.random.Generator, n_entities: int, n_concepts: int) -> tuple[list[str], dict]:
+    "The concept ids and the concepts (`name`, `subclassOf`)."
     cids = [f'Q{n_entities + 1 + i}' for i in range(n_concepts)]
     concepts = {cid: {'name': name, 'subclassOf': [cids[p] for p in parents]}
                 for cid, name, parents in zip(cids, concept_names(rng, n_concepts),
                                               concept_parents(rng, n_concepts, max(1, n_concepts // 40)))}
-    # entities, their names (some shared), concepts and popularity
-    eids = [f'Q{i + 1}' for i in range(n_entities)]
+    return cids, concepts
+
+# %% ../../nbs/77_datasets.synthkb.ipynb #516e83cd
+def _entity_names(rng: np.random.Generator, n_entities: int) -> list[str]:
+    "Unique two-word names, then 3% of the entities take the name of another one."
     names = make_unique([f'{a} {b}' for a, b in zip(pseudo_words(rng, n_entities),
                                                     pseudo_words(rng, n_entities, 1, 3))])
     n_shared = int(0.03 * n_entities)
     for dst, src in zip(rng.choice(n_entities, size=n_shared, replace=False).tolist(),
                         rng.integers(0, n_entities, size=n_shared).tolist()):
         names[dst] = names[src]
+    return names
+
+def _draw_entities(rng: np.random.Generator, eids: list[str], cids: list[str],
+                  ) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray]:
+    "The entities without facts, each one's main concept (an index), the concept weights and the popularity."
+    n_entities, n_concepts = len(eids), len(cids)
+    names = _entity_names(rng, n_entities)
     concept_w = zipf_weights(n_concepts, 0.9)[rng.permutation(n_concepts)]
     main_concept = rng.choice(n_concepts, p=concept_w, size=n_entities)
     second = np.where(rng.random(n_entities) < 0.1, rng.integers(0, n_concepts, size=n_entities), -1)
@@ -292,26 +317,40 @@ def _synthetic_kb(n_entities, n_concepts, n_relation_facts, n_attribute_facts, n
     for eid, name, c1, c2 in zip(eids, names, main_concept.tolist(), second.tolist()):
         entities[eid] = {'name': name, 'instanceOf': [cids[c1]] + ([cids[c2]] if c2 >= 0 and c2 != c1 else []),
                          'attributes': [], 'relations': []}
-    # attribute facts (grouped by subject, so each entity's list is in fact order)
-    specs, qspecs = attribute_specs(rng, n_keys, words), qualifier_specs(rng, n_qualifier_keys, words)
-    qweights = zipf_weights(len(qspecs), 1.3)
+    return entities, main_concept, concept_w, popularity
+
+# %% ../../nbs/77_datasets.synthkb.ipynb #102fd3d8
+def _add_attribute_facts(rng: np.random.Generator, entities: dict, eids: list[str],
+                         popularity: np.ndarray,  # each entity's share of the facts
+                         specs: list[KeySpec],  # the attribute keys
+                         n_facts: int,  # attribute facts to draw
+                         n_qualifiers: int,  # qualifier values to spread over them
+                         qspecs: list[KeySpec], qweights: np.ndarray,
+                        ):
+    "Add `n_facts` attribute facts (at most 3 per entity and key) with their values and qualifiers to `entities`."
+    n_entities, n_keys = len(eids), len(specs)
     key_w = zipf_weights(n_keys, 1.0)
     a_subj, a_key = capped_draws(lambda m: (rng.choice(n_entities, p=popularity, size=m),
                                             rng.choice(n_keys, p=key_w, size=m)),
-                                 n_attribute_facts, lambda s, k: s * n_keys + k, cap=3)
+                                 n_facts, lambda s, k: s * n_keys + k, cap=3)
     a_vals = draw_values_by_key(rng, specs, a_key)
-    n_q_attr = int(0.4 * n_qualifiers)
-    a_quals = qualifiers_per_fact(rng, n_attribute_facts, n_q_attr, qspecs, qweights)
+    a_quals = qualifiers_per_fact(rng, n_facts, n_qualifiers, qspecs, qweights)
     for f in np.argsort(a_subj, kind='stable').tolist():
         entities[eids[a_subj[f]]]['attributes'].append(
             {'key': specs[a_key[f]].name, 'value': a_vals[f], 'qualifiers': a_quals.get(f, {})})
-    # relation triples, each stored forward at the subject and backward at the object
-    rel_names = labels(RELATION_HEAD, rng, n_relations, 'of')
-    n_triples = n_relation_facts // 2
-    rel_w = zipf_weights(n_relations, 1.0)
+
+# %% ../../nbs/77_datasets.synthkb.ipynb #3bdd530f
+def _triple_drawer(rng: np.random.Generator,
+                   popularity: np.ndarray,  # each entity's share of the facts
+                   rel_w: np.ndarray,  # each relation's share of the facts
+                   range_concept: np.ndarray,  # each relation's range concept (an index)
+                   main_concept: np.ndarray,  # each entity's main concept (an index)
+                   n_concepts: int,
+                  ):
+    "`draw(m)` -> (subjects, relations, objects), `m` of each; no object is its own subject."
+    n_entities, n_relations = len(popularity), len(rel_w)
     by_concept = np.argsort(main_concept, kind='stable')  # entities grouped by main concept
     start = np.searchsorted(main_concept[by_concept], np.arange(n_concepts + 1))
-    range_concept = rng.choice(n_concepts, p=concept_w, size=n_relations)
 
     def draw_triples(m):
         rel, subj = rng.choice(n_relations, p=rel_w, size=m), rng.choice(n_entities, p=popularity, size=m)
@@ -320,17 +359,30 @@ def _synthetic_kb(n_entities, n_concepts, n_relation_facts, n_attribute_facts, n
         in_range = by_concept[np.minimum(start[rc] + (rng.random(m) * size).astype(int), n_entities - 1)]
         obj = np.where((rng.random(m) < 0.6) & (size > 0), in_range, rng.choice(n_entities, p=popularity, size=m))
         return subj, rel, np.where(obj == subj, (obj + 1) % n_entities, obj)
+    return draw_triples
 
-    r_subj, r_rel, r_obj = capped_draws(draw_triples, n_triples,
-                                        lambda s, r, o: (s * n_relations + r) * n_entities + o, cap=1)
-    r_quals = qualifiers_per_fact(rng, n_triples, (n_qualifiers - n_q_attr) // 2, qspecs, qweights)
+def _add_relation_facts(rng: np.random.Generator, entities: dict, eids: list[str],
+                        popularity: np.ndarray, main_concept: np.ndarray,
+                        concept_w: np.ndarray,  # the concept weights (range concepts are drawn by them)
+                        n_relations: int,  # relation labels
+                        n_triples: int,  # distinct triples to draw
+                        n_qualifiers: int,  # qualifier values per direction
+                        qspecs: list[KeySpec], qweights: np.ndarray,
+                       ):
+    "Add `n_triples` distinct relation triples with their qualifiers to `entities`, each stored in both directions."
+    rel_names = labels(RELATION_HEAD, rng, n_relations, 'of')
+    rel_w = zipf_weights(n_relations, 1.0)
+    n_entities, n_concepts = len(eids), len(concept_w)
+    range_concept = rng.choice(n_concepts, p=concept_w, size=n_relations)
+    draw = _triple_drawer(rng, popularity, rel_w, range_concept, main_concept, n_concepts)
+    r_subj, r_rel, r_obj = capped_draws(draw, n_triples, lambda s, r, o: (s * n_relations + r) * n_entities + o, cap=1)
+    r_quals = qualifiers_per_fact(rng, n_triples, n_qualifiers, qspecs, qweights)
     for t, (s, r, o) in enumerate(zip(r_subj.tolist(), r_rel.tolist(), r_obj.tolist())):
         q = r_quals.get(t, {})
         entities[eids[s]]['relations'].append(
             {'relation': rel_names[r], 'direction': 'forward', 'object': eids[o], 'qualifiers': q})
         entities[eids[o]]['relations'].append(
             {'relation': rel_names[r], 'direction': 'backward', 'object': eids[s], 'qualifiers': copy_qualifiers(q)})
-    return {'concepts': concepts, 'entities': entities}
 
 # %% ../../nbs/77_datasets.synthkb.ipynb #ced90154
 def kb_stats(kb: dict) -> dict:
@@ -392,24 +444,32 @@ class ProgramInputs:
         for e, f in self.string: vocab.setdefault(f['key'], set()).add(f['value']['value'])
         self.vocab = {k: sorted(v) for k, v in vocab.items()}
 
-    def name(self, eid: str) -> str: return self.entities[eid]['name']
+# %% ../../nbs/77_datasets.synthkb.ipynb #55d776ad
+@patch
+def name(self: ProgramInputs, eid: str) -> str:
+    "The name of entity `eid`."
+    return self.entities[eid]['name']
 
-    def concepts_of(self, eid: str) -> list[str]:
-        "Names of the entity's concepts and all their ancestors."
-        out, todo, seen = [], list(self.entities[eid].get('instanceOf', [])), set()
-        while todo:
-            c = todo.pop()
-            if c in seen or c not in self.concepts: continue
-            seen.add(c)
-            out.append(self.concepts[c]['name'])
-            todo += self.concepts[c].get('subclassOf', [])
-        return out
+@patch
+def concepts_of(self: ProgramInputs, eid: str) -> list[str]:
+    "Names of the entity's concepts and all their ancestors."
+    out, todo, seen = [], list(self.entities[eid].get('instanceOf', [])), set()
+    while todo:
+        c = todo.pop()
+        if c in seen or c not in self.concepts: continue
+        seen.add(c)
+        out.append(self.concepts[c]['name'])
+        todo += self.concepts[c].get('subclassOf', [])
+    return out
 
+# %% ../../nbs/77_datasets.synthkb.ipynb #d6a02100
 def pick(rng: np.random.Generator, seq):
     "A uniformly random element of `seq`, or None when it is empty."
     return seq[int(rng.integers(len(seq)))] if len(seq) else None
 
-def flip(direction: str) -> str: return 'backward' if direction == 'forward' else 'forward'
+def flip(direction: str) -> str:
+    "The other direction: 'backward' for 'forward' and back."
+    return 'backward' if direction == 'forward' else 'forward'
 
 def comparison(rng: np.random.Generator) -> str:
     "A comparison operator, '=' most often."
@@ -420,6 +480,7 @@ def some_qualifier(rng: np.random.Generator, fact: dict, types: tuple | None = N
     pairs = [(k, v) for k, vs in fact['qualifiers'].items() for v in vs if types is None or v['type'] in types]
     return pick(rng, pairs)
 
+# %% ../../nbs/77_datasets.synthkb.ipynb #7634f63a
 def chain(*steps: tuple,  # (function, inputs) pairs
           start: int = 0,  # index of the first step in the whole program
          ) -> list[dict]:
@@ -439,27 +500,32 @@ def join(left: list, right: list,  # the two branches, as (function, inputs) pai
 
 # %% ../../nbs/77_datasets.synthkb.ipynb #0b0a5c7e
 def t_relate_what(ix, rng):
+    "Find-Relate-What: where a relation fact of a random entity leads."
     e, f = pick(rng, ix.rels)
     return chain(('Find', [ix.name(e)]), ('Relate', [f['relation'], f['direction']]), ('What', []))
 
 def t_relate_concept_what(ix, rng):
+    "Find-Relate-FilterConcept-What: a relation's objects, kept to a concept of the object."
     e, f = pick(rng, ix.rels)
     c = pick(rng, ix.concepts_of(f['object']))
     return c and chain(('Find', [ix.name(e)]), ('Relate', [f['relation'], f['direction']]), ('FilterConcept', [c]),
                        ('What', []))
 
 def t_relate_relate_what(ix, rng):
+    "Find-Relate-Relate-What: two relation hops from a random entity."
     e, f = pick(rng, ix.rels)
     g = pick(rng, ix.entities[f['object']]['relations'])
     return g and chain(('Find', [ix.name(e)]), ('Relate', [f['relation'], f['direction']]),
                        ('Relate', [g['relation'], g['direction']]), ('What', []))
 
 def t_relate_queryattr(ix, rng):
+    "Find-Relate-QueryAttr: an attribute of where a relation fact leads."
     e, f = pick(rng, ix.rels)
     a = pick(rng, ix.entities[f['object']]['attributes'])
     return a and chain(('Find', [ix.name(e)]), ('Relate', [f['relation'], f['direction']]), ('QueryAttr', [a['key']]))
 
 def t_relate_concept_count(ix, rng):
+    "Find-Relate-FilterConcept-Count: how many of a relation's objects belong to a concept."
     e, f = pick(rng, ix.rels)
     c = pick(rng, ix.concepts_of(f['object']))
     return c and chain(('Find', [ix.name(e)]), ('Relate', [f['relation'], f['direction']]), ('FilterConcept', [c]),
@@ -467,10 +533,12 @@ def t_relate_concept_count(ix, rng):
 
 # %% ../../nbs/77_datasets.synthkb.ipynb #8807af6a
 def t_queryattr(ix, rng):
+    "Find-QueryAttr: one attribute of a random entity."
     e, f = pick(rng, ix.attrs)
     return chain(('Find', [ix.name(e)]), ('QueryAttr', [f['key']]))
 
 def t_filterstr_concept_what(ix, rng):
+    "FindAll-FilterStr-FilterConcept-What: the entities of a concept with a string value."
     e, f = pick(rng, ix.string)
     c = pick(rng, ix.concepts_of(e))
     return c and chain(('FindAll', []), ('FilterStr', [f['key'], f['value']['value']]), ('FilterConcept', [c]),
@@ -478,34 +546,40 @@ def t_filterstr_concept_what(ix, rng):
 
 # %% ../../nbs/77_datasets.synthkb.ipynb #b9673804
 def t_queryattr_qualifier(ix, rng):
+    "Find-QueryAttrQualifier: a qualifier of an attribute fact."
     e, f = pick(rng, ix.attrs_with_qualifiers)
     qk, _ = some_qualifier(rng, f)
     return chain(('Find', [ix.name(e)]), ('QueryAttrQualifier', [f['key'], value_text(f['value']), qk]))
 
 def t_relate_qfilteryear_what(ix, rng):
+    "Find-Relate-QFilterYear-What: a relation's objects filtered by a time qualifier."
     e, f = pick(rng, ix.forward_with_qualifiers)
     q = some_qualifier(rng, f, ('date', 'year'))
     return q and chain(('Find', [ix.name(e)]), ('Relate', [f['relation'], f['direction']]),
                        ('QFilterYear', [q[0], year_text(q[1]), comparison(rng)]), ('What', []))
 
 def t_relate_qfilterstr_what(ix, rng):
+    "Find-Relate-QFilterStr-What: a relation's objects filtered by a string qualifier."
     e, f = pick(rng, ix.forward_with_qualifiers)
     q = some_qualifier(rng, f, ('string',))
     return q and chain(('Find', [ix.name(e)]), ('Relate', [f['relation'], f['direction']]),
                        ('QFilterStr', [q[0], q[1]['value']]), ('What', []))
 
 def t_query_relation_qualifier(ix, rng):
+    "Find-Find-QueryRelationQualifier: a qualifier of the relation between two entities."
     e, f = pick(rng, ix.forward_with_qualifiers)
     qk, _ = some_qualifier(rng, f)
     return join([('Find', [ix.name(e)])], [('Find', [ix.name(f['object'])])], 'QueryRelationQualifier',
                 [f['relation'], qk])
 
 def t_queryattr_under_condition(ix, rng):
+    "Find-QueryAttrUnderCondition: an attribute's value under one of its qualifiers."
     e, f = pick(rng, ix.attrs_with_qualifiers)
     qk, qv = some_qualifier(rng, f)
     return chain(('Find', [ix.name(e)]), ('QueryAttrUnderCondition', [f['key'], qk, value_text(qv)]))
 
 def t_filternum_qfilteryear_concept_what(ix, rng):
+    "FindAll-FilterNum-QFilterYear-FilterConcept-What: entities with a quantity at a time (None unless the fact fits)."
     e, f = pick(rng, ix.attrs_with_qualifiers)
     q = some_qualifier(rng, f, ('date', 'year'))
     c = pick(rng, ix.concepts_of(e))
@@ -516,12 +590,14 @@ def t_filternum_qfilteryear_concept_what(ix, rng):
 
 # %% ../../nbs/77_datasets.synthkb.ipynb #eba9a077
 def t_select_between(ix, rng):
+    "Find-Find-SelectBetween: the greater or lesser of two entities by one quantity key."
     e, f = pick(rng, ix.quantity)
     e2, _ = pick(rng, ix.quantity_by_key[f['key']])
     return join([('Find', [ix.name(e)])], [('Find', [ix.name(e2)])], 'SelectBetween',
                 [f['key'], str(rng.choice(['greater', 'less']))])
 
 def t_select_among(ix, rng):
+    "FindAll-FilterConcept-SelectAmong: the largest or smallest of a concept's entities by one key."
     e, f = pick(rng, ix.quantity)
     c = pick(rng, ix.concepts_of(e))
     return c and chain(('FindAll', []), ('FilterConcept', [c]),
@@ -529,6 +605,8 @@ def t_select_among(ix, rng):
 
 # %% ../../nbs/77_datasets.synthkb.ipynb #ecf35730
 def t_and_what(ix, rng):
+    ("Find-Relate-Find-Relate-And-What: the entities sharing two relation facts with a random entity (None "
+     "when it has fewer than two).")
     rels = ix.entities[pick(rng, ix.eids)]['relations']
     if len(rels) < 2: return None
     i, j = rng.choice(len(rels), size=2, replace=False).tolist()
@@ -538,6 +616,7 @@ def t_and_what(ix, rng):
                 'And', [], ('What', []))
 
 def t_or_count(ix, rng):
+    "FindAll-FilterNum-FilterConcept-FindAll-FilterYear-FilterConcept-Or-Count: a number or a year filter, counted."
     e, f = pick(rng, ix.quantity)
     _, g = pick(rng, ix.timed)
     c = pick(rng, ix.concepts_of(e))
@@ -549,16 +628,19 @@ def t_or_count(ix, rng):
 
 # %% ../../nbs/77_datasets.synthkb.ipynb #b53433a5
 def t_concept_filternum_count(ix, rng):
+    "FindAll-FilterConcept-FilterNum-Count: how many of a concept's entities pass a number filter."
     e, f = pick(rng, ix.quantity)
     c = pick(rng, ix.concepts_of(e))
     return c and chain(('FindAll', []), ('FilterConcept', [c]),
                        ('FilterNum', [f['key'], value_text(f['value']), comparison(rng)]), ('Count', []))
 
 def t_concept_count(ix, rng):
+    "FindAll-FilterConcept-Count: how many entities a concept has."
     c = pick(rng, ix.concepts_of(pick(rng, ix.eids)))
     return c and chain(('FindAll', []), ('FilterConcept', [c]), ('Count', []))
 
 def t_filterdate_concept_count(ix, rng):
+    "FindAll-FilterDate-FilterConcept-Count: how many of a concept's entities pass a date filter."
     e, f = pick(rng, ix.dated)
     c = pick(rng, ix.concepts_of(e))
     return c and chain(('FindAll', []), ('FilterDate', [f['key'], f['value']['value'], comparison(rng)]),
@@ -566,21 +648,25 @@ def t_filterdate_concept_count(ix, rng):
 
 # %% ../../nbs/77_datasets.synthkb.ipynb #56d9da9d
 def t_verify_num(ix, rng):
+    "Find-QueryAttr-VerifyNum: a quantity attribute checked against its value, half or double it."
     e, f = pick(rng, ix.quantity)
     v = dict(f['value'], value=f['value']['value'] * float(rng.choice([1, 1, 0.5, 2])))
     return chain(('Find', [ix.name(e)]), ('QueryAttr', [f['key']]), ('VerifyNum', [value_text(v), comparison(rng)]))
 
 def t_verify_str(ix, rng):
+    "Find-QueryAttr-VerifyStr: a string attribute checked against its value or another value of its key."
     e, f = pick(rng, ix.string)
     v = f['value']['value'] if rng.random() < 0.6 else pick(rng, ix.vocab[f['key']])
     return chain(('Find', [ix.name(e)]), ('QueryAttr', [f['key']]), ('VerifyStr', [v]))
 
 def t_verify_year(ix, rng):
+    "Find-QueryAttr-VerifyYear: a date or year attribute compared with its own year."
     e, f = pick(rng, ix.timed)
     return chain(('Find', [ix.name(e)]), ('QueryAttr', [f['key']]),
                  ('VerifyYear', [year_text(f['value']), comparison(rng)]))
 
 def t_query_relation(ix, rng):
+    "Find-Find-QueryRelation: the relation between the two ends of a forward fact."
     e, f = pick(rng, ix.forward)
     return join([('Find', [ix.name(e)])], [('Find', [ix.name(f['object'])])], 'QueryRelation', [])
 
@@ -612,6 +698,7 @@ TEMPLATES = {  # name (its function sequence): (KQA Pro-like category, sampling 
     'Find-Find-QueryRelation': ('Query relation', 3, t_query_relation),
 }
 
+# %% ../../nbs/77_datasets.synthkb.ipynb #73411e67
 @dataclass
 class LabelledProgram:
     "A sampled program with the template it came from."

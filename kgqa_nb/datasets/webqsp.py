@@ -18,7 +18,8 @@ from ..systems.kbcoder import KBCoder, Variant, rename_leaves
 from ..llm.backends import Decoding, LLMBackend
 from ..programs.parse import parse_generation
 from ..programs.prompts import Demo, codealign_prompt
-from ..programs.sexpr import SExprError, read_sexpr, sexpr_to_program, sexpr_to_text, strip_directions, validate_sexpr
+from ..programs.sexpr import (SExprError, read_sexpr, sexpr_to_program, sexpr_to_text, strip_directions,
+                                   validate_sexpr)
 
 # %% auto #0
 __all__ = ['WEBQSP_TEST', 'WEBQSP_TRAIN', 'webqsp_demo_records', 'webqsp_demos', 'webqsp_relations', 'NameRetriever',
@@ -83,6 +84,7 @@ def webqsp_questions(n: int,  # how many test questions (all of them if the file
     picked = sorted(random.Random(seed).sample(range(len(test)), min(n, len(test))))
     return [(i, test[i]) for i in picked]
 
+# %% ../../nbs/73_datasets.webqsp.ipynb #833a8910
 def webqsp_coder(backend: LLMBackend,  # the LLM
                  samples: int = 1,  # 1: KB-Coder(1); 6: KB-Coder(6) (the demonstrations are fixed either way)
                  n_relations: int = 1,  # related relations shown (0: none)
@@ -97,6 +99,7 @@ def webqsp_coder(backend: LLMBackend,  # the LLM
         hint = lambda q: [n for n, _ in relations.search(q, n_relations)]
     return KBCoder(backend, None, Variant(samples), demos=webqsp_demos(), hint=hint, grammar=grammar)
 
+# %% ../../nbs/73_datasets.webqsp.ipynb #e69c90a8
 def webqsp_generation_record(coder: KBCoder,  # e.g. from `webqsp_coder`
                              question: dict,  # a test record with 'question'
                              idx: int,  # its line index in the test file
@@ -113,6 +116,7 @@ def webqsp_generation_record(coder: KBCoder,  # e.g. from `webqsp_coder`
                 format_error=not any(s['ok'] for s in samples), seconds=time.perf_counter() - t0,
                 llm_seconds=sum(s['llm_seconds'] for s in samples))
 
+# %% ../../nbs/73_datasets.webqsp.ipynb #633e3b47
 def webqsp_kopl_demos(path: str | Path | None = None,  # the demonstrations file (default: the shipped one)
                      ) -> tuple[list[Demo], list[dict]]:
     ("The hand-converted WebQSP demonstrations as KoPL `Demo`s (names in place of ids, no linking lines), and those "
@@ -127,6 +131,7 @@ def webqsp_kopl_demos(path: str | Path | None = None,  # the demonstrations file
         demos.append(Demo(r['question'], program, id=f"webqsp-train-{r['train_index']}"))
     return demos, dropped
 
+# %% ../../nbs/73_datasets.webqsp.ipynb #4572b2f0
 def webqsp_codealign_record(backend: LLMBackend,  # the LLM
                             demos: Sequence[Demo],  # e.g. from `webqsp_kopl_demos`
                             question: dict,  # a test record with 'question'

@@ -131,9 +131,11 @@ def read_run(d: dict) -> tuple[list[dict], dict]:
     return _pipeline_rows({d.get('config_name', d.get('config', 'run')): d.get('summary', {})}), labels
 
 def read_metaqa_pipelines(d: dict) -> tuple[list[dict], dict]:
+    "metaqa_pipelines.json: a row per configuration and hop group, from its `summarize` figures."
     return _pipeline_rows(d.get('summaries')), dict(data=d.get('data'), model=d.get('model'), linking=d.get('linking'))
 
 def read_generation_ser(d: dict) -> tuple[list[dict], dict]:
+    "generation_ser.json: SER, prompt and output tokens and seconds per question for each dataset."
     rows = [{'data': k, 'n': v.get('n'), 'SER %': v.get('ser_percent'), 'prompt tok': v.get('mean_prompt_tokens'),
              'output tok': v.get('mean_output_tokens'), 's/question': v.get('seconds_per_question_prefix_reuse')}
             for k, v in (d.get('summary') or {}).items()]
@@ -142,6 +144,7 @@ def read_generation_ser(d: dict) -> tuple[list[dict], dict]:
 
 # %% ../../nbs/91_eval.report.ipynb #53ea4eee
 def read_bench_executor(d: dict) -> tuple[list[dict], dict]:
+    "bench_executor.json: programs per second, load time and peak memory per engine, then the targets."
     rows = [{'engine': k, **{m: v.get(m) for m in ('programs_per_s', 'load_s', 'peak_rss_mb')}}
             for k, v in (d.get('results') or {}).items()]
     rows += [{'engine': f'target {k}', 'programs_per_s': v.get('value'), 'load_s': v.get('target'),
@@ -151,6 +154,7 @@ def read_bench_executor(d: dict) -> tuple[list[dict], dict]:
                       linking='n/a')
 
 def read_facts(d: dict) -> tuple[list[dict], dict]:
+    "facts_extraction/metrics.json: precision, recall and F1 against theta at the main BFS depth."
     p = d.get('parameters') or {}
     main = p.get('main_bfs_hops', 1)
     rows = [{k: r.get(k) for k in ('theta', 'precision', 'recall', 'f1', 'facts_per_q')}
@@ -159,6 +163,7 @@ def read_facts(d: dict) -> tuple[list[dict], dict]:
                       linking=p.get('mode'))
 
 def read_bench_complex(d: dict) -> tuple[list[dict], dict]:
+    "bench_complex.json: link prediction MRR and Hits@k per dataset and system, and on the MetaQA KB."
     rows = [{**{k: r.get(k) for k in ('dataset', 'system', 'mrr', 'hits1', 'hits10', 'seconds')},
              'system': r.get('system', '') + (f" ({r['setting']})" if r.get('setting') else '')} for r in d.get(
                  'link_prediction') or []]
@@ -169,6 +174,7 @@ def read_bench_complex(d: dict) -> tuple[list[dict], dict]:
     return rows, dict(data='UMLS/Kinships/Nations/MetaQA KB', model='ComplEx (no LLM)', linking='n/a')
 
 def read_nskgqa(d: dict) -> tuple[list[dict], dict]:
+    "metaqa_nskgqa.json: Hits@1 with its 95% interval per setting and hop, and the setting's spec."
     rows = []
     for name, st in (d.get('settings') or {}).items():
         for hop, sc in (st.get('hits1') or {}).items():
@@ -182,6 +188,7 @@ def read_nskgqa(d: dict) -> tuple[list[dict], dict]:
                       linking='per setting (realistic: topic entity from the question)')
 
 def read_generic(d: dict) -> tuple[list[dict], dict]:
+    "Any other output: its scalars (the first 40 rows) and the data/model/linking it names."
     rows = flat_scalars(d)
     labels = {k: d.get(k) or _get(d, 'parameters', k) for k in ('data', 'model', 'linking')}
     return rows[:40], labels
@@ -318,7 +325,7 @@ def paper_figures_section(outputs: Path,  # the outputs folder
                         'measured on another benchmark or split, with another model, or both.', md_table(rows)]) + '\n'
 
 # %% ../../nbs/91_eval.report.ipynb #b956937c
-REPORT_SECTIONS = [
+_RUN_SECTIONS = [  # (output file, title, reader, images): the systems' runs
     ('constrained.json', 'Grammar-constrained generation: demo benchmark (constrained)', lambda d: read_constrained(d),
      ['constrained/accuracy_ser.png']),
     ('constrained_complex_metaqa.json',
@@ -334,7 +341,8 @@ REPORT_SECTIONS = [
      read_run,
      ['constrained/metaqa_quoting/by_hop.png', 'constrained/metaqa_quoting/latency.png']),
     ('constrained/metaqa_induced/metrics.json',
-     'MetaQA run with demonstrations induced from answers, no question types read (run_metaqa -p demo_programs induced)',
+     'MetaQA run with demonstrations induced from answers, no question types read '
+     '(run_metaqa -p demo_programs induced)',
      read_run, ['constrained/metaqa_induced/by_hop.png', 'constrained/metaqa_induced/latency.png']),
     ('run_metaqa/metrics.json', 'MetaQA run with facts at θ 0.5, the earlier default (run_metaqa -p config codealign)',
      read_run,
@@ -362,9 +370,14 @@ REPORT_SECTIONS = [
     ('own_kg.json', 'Your own KG: every system on PathQuestion and WorldCup2014 (run_kg)', read_own_kg,
      ['own_kg/pathquestion/hits1.png', 'own_kg/worldcup2014/hits1.png']),
     ('own_kg.json', 'Your own KG: programs induced from answers for the pool (run_kg)', read_own_kg_induction, []),
-    *[(f'own_kg/fresh_cache/{kg}/summary.json', f'Your own KG: from the raw {kg} folder to a first answer, empty caches '
-       '(run_kg, one question per split; the column "s to first answer")', lambda d: read_own_kg({'kgs': {
-           d.get('folder', '?'): d}}), []) for kg in ('pathquestion', 'worldcup2014')],
+    *[(f'own_kg/fresh_cache/{kg}/summary.json',
+       f'Your own KG: from the raw {kg} folder to a first answer, empty caches '
+       '(run_kg, one question per split; the column "s to first answer")',
+       lambda d: read_own_kg({'kgs': {d.get('folder', '?'): d}}), []) for kg in ('pathquestion', 'worldcup2014')],
+]
+
+# %% ../../nbs/91_eval.report.ipynb #f504eeed
+_STUDY_SECTIONS = [  # the studies, the benchmarks and the tables other notebooks write
     ('induction.md', 'Programs induced from answers: MetaQA and the demo benchmark against gold programs (induction)',
      None, []),
     ('generalization/natural_dev_summary.md',
@@ -390,28 +403,44 @@ REPORT_SECTIONS = [
      ['bench_throughput.png']),
 ]
 
-def report_section(outputs: Path,  # the outputs folder
-                   rel: str, title: str, reader, images: Sequence[str]) -> str:
-    "One results-page section: the mark, the key table and the images, or 'not run yet'."
-    path, head = outputs/rel, f'## {title}\n\nSource: `{rel}`'
-    if not path.exists(): return f'{head}\n\nnot run yet ({rel} does not exist).\n'
+REPORT_SECTIONS = _RUN_SECTIONS + _STUDY_SECTIONS
+
+# %% ../../nbs/91_eval.report.ipynb #d29506ce
+def _section_images(outputs: Path, images: Sequence[str]) -> list[str]:
+    "A markdown image per figure that exists, then a line for each one that was not produced."
     imgs = [f'![{Path(i).stem}]({i})' for i in images if (outputs/i).exists()]
-    imgs += [f'(figure {i} not produced)' for i in images if not (outputs/i).exists()]
-    if reader is None:  # a markdown table file: its headings go two levels down, under this section's
-        return '\n\n'.join([head, re.sub(r'(?m)^#', '###', path.read_text()).strip(), *imgs]) + '\n'
-    try: d = json.loads(path.read_text())
-    except (OSError, ValueError) as e: return f'{head}\n\ncould not be read: {e}\n'
+    return imgs + [f'(figure {i} not produced)' for i in images if not (outputs/i).exists()]
+
+def _section_rows(d, reader) -> tuple[list[dict], dict]:
+    "The reader's rows and labels; the file's scalars with a note when the reader fails or finds no table."
     try: rows, labels = reader(d)
     except Exception as e:  # an unexpected shape: show what is there instead of failing the page
         rows, labels = read_generic(d)
         rows.insert(0, {'key': 'note', 'value': f'reader failed ({type(e).__name__}: {e}); raw numbers below'})
     if not rows:
         rows = [{'key': 'note', 'value': 'the expected table is missing; raw numbers below'}, *read_generic(d)[0]]
+    return rows, labels
+
+def _section_mark(d, labels: dict) -> list[str]:
+    "The bold data/model/linking mark, then the file's note and the reader's note where they exist."
     mark = ', '.join(f'{k}: {labels.get(k) or "not recorded"}' for k in ('data', 'model', 'linking'))
     notes = [d.get('note') if isinstance(d, dict) else None, labels.get('note')]  # the file's, then the reader's
-    extra = [f'> Note: {n}' for n in notes if n]
-    return '\n\n'.join([head, f'**{mark}**', *extra, md_table(rows), *imgs]) + '\n'
+    return [f'**{mark}**', *[f'> Note: {n}' for n in notes if n]]
 
+def report_section(outputs: Path,  # the outputs folder
+                   rel: str, title: str, reader, images: Sequence[str]) -> str:
+    "One results-page section: the mark, the key table and the images, or 'not run yet'."
+    path, head = outputs/rel, f'## {title}\n\nSource: `{rel}`'
+    if not path.exists(): return f'{head}\n\nnot run yet ({rel} does not exist).\n'
+    imgs = _section_images(outputs, images)
+    if reader is None:  # a markdown table file: its headings go two levels down, under this section's
+        return '\n\n'.join([head, re.sub(r'(?m)^#', '###', path.read_text()).strip(), *imgs]) + '\n'
+    try: d = json.loads(path.read_text())
+    except (OSError, ValueError) as e: return f'{head}\n\ncould not be read: {e}\n'
+    rows, labels = _section_rows(d, reader)
+    return '\n\n'.join([head, *_section_mark(d, labels), md_table(rows), *imgs]) + '\n'
+
+# %% ../../nbs/91_eval.report.ipynb #fa68cce2
 def write_report(outputs: str | Path,  # the outputs folder holding every run's files
                  out_path: str | Path | None = None,  # page to write (default outputs/README.md); links rel. to outputs
                 ) -> str:
@@ -923,9 +952,10 @@ HEADLINE_ABOUT = ("The figures the README and the results page quote, one entry 
                   "data, split, n, model and linking. The entries come from different runs and configurations; none is "
                   "a figure of another entry's configuration.")
 
-ENGINE_ABOUT = ("engine: the grammar engine of the notebook's backend when the summary was written. engines_in_records: "
-                "the engine each constrained LLM call of the grid's records names; 'unrecorded': the record names none "
-                "(records written before calls named their engine), so which engine decoded it is not known.")
+ENGINE_ABOUT = ("engine: the grammar engine of the notebook's backend when the summary was written. "
+                "engines_in_records: the engine each constrained LLM call of the grid's records names; 'unrecorded': "
+                "the record names none (records written before calls named their engine), so which engine decoded it "
+                "is not known.")
 
 CODEALIGN_PAPER_KQAPRO = dict(  # quoted from the CodeAlignKGQA paper (../shared/seeds/codealignkgqa.txt), not measured
     source='CodeAlignKGQA paper, Table 3', benchmark='KQA Pro', split='dev (the official one, used as test)',
