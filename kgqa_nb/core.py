@@ -136,9 +136,14 @@ class GzipAppender:
     "Text appended to a .gz file, each `write` as its own gzip member (flushed by `flush`, like a text file)."
     def __init__(self, path: Path): self.file = path.open('ab')
     def write(self, text: str) -> int:
+        "Append `text` as one gzip member; returns its length, like a text file's `write`."
         self.file.write(gzip.compress(text.encode('utf-8'), mtime=0)); return len(text)
-    def flush(self): self.file.flush()
-    def close(self): self.file.close()
+    def flush(self):
+        "Flush the members written so far to disk."
+        self.file.flush()
+    def close(self):
+        "Close the file."
+        self.file.close()
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
