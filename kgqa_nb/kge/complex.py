@@ -35,9 +35,13 @@ class Triples:
 
     def __len__(self) -> int: return len(self.ids)
     @property
-    def n_nodes(self) -> int: return len(self.nodes)
+    def n_nodes(self) -> int:
+        "How many nodes (entities and concepts) the ids run over."
+        return len(self.nodes)
     @property
-    def n_relations(self) -> int: return len(self.relations)
+    def n_relations(self) -> int:
+        "How many relations the ids run over."
+        return len(self.relations)
     def __repr__(self) -> str:
         return f'Triples({len(self):,} triples, {self.n_nodes:,} nodes, {self.n_relations:,} relations)'
 
@@ -98,7 +102,9 @@ class Split:
     test: np.ndarray
     moved_to_train: int = 0  # held-out triples with an entity unseen in train, moved back
 
-    def all(self) -> np.ndarray: return np.concatenate([self.train, self.valid, self.test])
+    def all(self) -> np.ndarray:
+        "Every triple of the split: train, then valid, then test."
+        return np.concatenate([self.train, self.valid, self.test])
 
 def split_triples(ids: np.ndarray,  # (n, 3) triples
                   valid_frac: float = 0.05,  # fraction held out for validation
@@ -511,6 +517,7 @@ class DualComplEx(nn.Module):
         return self.literal.weight if self.encoder is None else self.encoder(self.feats) + self.literal.weight
 
     def query(self, e: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        "The vector q with score(e, k, l) = q . [l_re | l_im], for entities `e` and attribute keys `k`."
         d = self.base.dim
         ev, kv = self.base.node(e), self.key(k)
         return torch.cat([ev[:, :d]*kv[:, :d] - ev[:, d:]*kv[:, d:], ev[:, :d]*kv[:, d:] + ev[:, d:]*kv[:, :d]], 1)

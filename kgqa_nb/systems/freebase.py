@@ -11,18 +11,19 @@ from collections import Counter
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 from typing import Sequence
+from fastcore.basics import patch
 from ..core import KGQAError, data_dir
 from ..kopl.functions import check_program, Step
 from ..programs.sexpr import SExprError, Mention, mentions, read_sexpr, sexpr_to_text
-from ..programs.sexpr_sparql import (FREEBASE_NS, XSD_NS, SparqlError, SparqlEndpointError, SparqlStore, EndpointStore,
-                            binding_text,
-                            comparison_filter, english_only_filter, is_freebase_class, is_freebase_id, sparql_name,
-                            sparql_prefixes, sparql_string, sexpr_answers_sparql, sexpr_to_sparql)
+from ..programs.sexpr_sparql import (
+    FREEBASE_NS, XSD_NS, SparqlError, SparqlEndpointError, SparqlStore, EndpointStore, binding_text, comparison_filter,
+    english_only_filter, is_freebase_class, is_freebase_id, sparql_name, sparql_prefixes, sparql_string,
+    sexpr_answers_sparql, sexpr_to_sparql)
 from ..kg.endpoints import FullIriStore, freebase_endpoint, freebase_scoring_note
 
 # %% auto #0
 __all__ = ['NAME', 'ALIAS', 'TYPE', 'UNSUPPORTED', 'FILTERS', 'WEBQSP_ANSWERS', 'SYSTEMS', 'FreebaseError', 'freebase_store',
-           'check_endpoint', 'FreebaseNames', 'freebase_test_ntriples', 'FreebasePlan', 'kopl_to_freebase',
+           'check_endpoint', 'freebase_test_ntriples', 'FreebaseNames', 'FreebasePlan', 'kopl_to_freebase',
            'FreebaseAnswer', 'kopl_answers_freebase', 'FreebaseLinker', 'sexpr_answers_freebase', 'question_key',
            'webqsp_gold', 'gold_for', 'answer_key', 'webqsp_prf1', 'score_webqsp_record', 'webqsp_scores',
            'score_webqsp_run', 'score_webqsp_dir']
@@ -48,57 +49,6 @@ def check_endpoint(store: SparqlStore) -> SparqlStore:
     "`store` once it has answered a trivial query; `SparqlEndpointError` (unreachable, not SPARQL) otherwise."
     store.select('SELECT (1 AS ?one) WHERE {}')
     return store
-
-def _ids(ids: Sequence[str]) -> str: return ' '.join('ns:' + sparql_name(i, 'entity id') for i in ids)
-
-def _chunks(xs: list, n: int = 200): return [xs[k:k + n] for k in range(0, len(xs), n)]
-
-class FreebaseNames:
-    "Names to entity ids and back on one store, each asked once (a cache for a scoring run)."
-    def __init__(self, store: SparqlStore,  # a store from `freebase_store`
-                 aliases: bool = True,  # a name may also be a `common.topic.alias`
-                ):
-        self.store, self.aliases, self._ids, self._names, self._pop = store, aliases, {}, {}, {}
-
-    def ids(self, name: str) -> list[str]:
-        "The ids of the entities called `name` (English or untagged `type.object.name`, or alias), sorted; an id as is."
-        if is_freebase_id(name): return [name]
-        if name not in self._ids:
-            lit = sparql_string(name)
-            preds = f'ns:{NAME}|ns:{ALIAS}' if self.aliases else f'ns:{NAME}'
-            q = (sparql_prefixes() + f'SELECT DISTINCT ?e WHERE {{ VALUES ?n {{ {lit}@en {lit} }} ?e {preds} ?n . }}')
-            found = (binding_text(r['e']) for r in self.store.select(q) if r.get('e', {}).get('type') == 'uri')
-            self._ids[name] = sorted(i for i in found if is_freebase_id(i))
-        return self._ids[name]
-
-    def names(self, ids: Sequence[str]) -> dict:
-        "id -> its English (or untagged) `type.object.name`, for the ids that have one."
-        todo = [i for i in dict.fromkeys(ids) if i not in self._names and is_freebase_id(i)]
-        for chunk in _chunks(todo):
-            q = (sparql_prefixes() + f'SELECT ?e ?name WHERE {{ VALUES ?e {{ {_ids(chunk)} }} ?e ns:{NAME} ?name . '
-                 "FILTER (lang(?name) = '' || langMatches(lang(?name), 'en')) }")
-            got = {}
-            for r in self.store.select(q):
-                e, n = binding_text(r['e']), r['name']
-                if e not in got or 'xml:lang' in n: got[e] = n['value']  # an English name before an untagged one
-            for i in chunk: self._names[i] = got.get(i)
-        return {i: self._names[i] for i in ids if self._names.get(i) is not None}
-
-    def popularity(self, ids: Sequence[str]) -> dict:
-        "id -> how many triples it is the subject of (FACC1's popularity is not on the endpoint)."
-        todo = [i for i in dict.fromkeys(ids) if i not in self._pop]
-        for chunk in _chunks(todo):
-            q = (sparql_prefixes() + f'SELECT ?e (COUNT(*) AS ?n) WHERE {{ VALUES ?e {{ {_ids(chunk)} }} ?e ?p ?o }} '
-                 'GROUP BY ?e')
-            got = {binding_text(r['e']): int(r['n']['value']) for r in self.store.select(q)}
-            for i in chunk: self._pop[i] = got.get(i, 0)
-        return {i: self._pop[i] for i in ids}
-
-    def answers(self, texts: Sequence[str]) -> tuple[list[str], list[str]]:
-        "(answer names, ids without a name): each id by its name (by itself when it has none, e.g. a CVT), sorted."
-        names = self.names([t for t in texts if is_freebase_id(t)])
-        out = sorted(dict.fromkeys(names.get(t, t) for t in texts), key=lambda s: (s.casefold(), s))
-        return out, sorted(t for t in dict.fromkeys(texts) if is_freebase_id(t) and t not in names)
 
 # %% ../../nbs/55_systems.freebase.ipynb #54886dbd
 # (subject, predicate, object); an object is an id, a ('text', lang) pair, an int or an ISO date
@@ -158,6 +108,65 @@ def freebase_test_ntriples() -> str:
     "A small Freebase-shaped graph as N-Triples: names in two languages, an alias, types, a homonym, CVT nodes."
     return ''.join(f'<{FREEBASE_NS}{s}> <{FREEBASE_NS}{p}> {_nt_term(o)} .\n' for s, p, o in _G)
 
+# %% ../../nbs/55_systems.freebase.ipynb #48b25471
+def _ids(ids: Sequence[str]) -> str: return ' '.join('ns:' + sparql_name(i, 'entity id') for i in ids)
+
+def _chunks(xs: list, n: int = 200): return [xs[k:k + n] for k in range(0, len(xs), n)]
+
+class FreebaseNames:
+    "Names to entity ids and back on one store, each asked once (a cache for a scoring run)."
+    def __init__(self, store: SparqlStore,  # a store from `freebase_store`
+                 aliases: bool = True,  # a name may also be a `common.topic.alias`
+                ):
+        self.store, self.aliases, self._ids, self._names, self._pop = store, aliases, {}, {}, {}
+
+# %% ../../nbs/55_systems.freebase.ipynb #5e0f08a9
+@patch
+def ids(self: FreebaseNames, name: str) -> list[str]:
+    "The ids of the entities called `name` (English or untagged `type.object.name`, or alias), sorted; an id as is."
+    if is_freebase_id(name): return [name]
+    if name not in self._ids:
+        lit = sparql_string(name)
+        preds = f'ns:{NAME}|ns:{ALIAS}' if self.aliases else f'ns:{NAME}'
+        q = (sparql_prefixes() + f'SELECT DISTINCT ?e WHERE {{ VALUES ?n {{ {lit}@en {lit} }} ?e {preds} ?n . }}')
+        found = (binding_text(r['e']) for r in self.store.select(q) if r.get('e', {}).get('type') == 'uri')
+        self._ids[name] = sorted(i for i in found if is_freebase_id(i))
+    return self._ids[name]
+
+# %% ../../nbs/55_systems.freebase.ipynb #baf29319
+@patch
+def names(self: FreebaseNames, ids: Sequence[str]) -> dict:
+    "id -> its English (or untagged) `type.object.name`, for the ids that have one."
+    todo = [i for i in dict.fromkeys(ids) if i not in self._names and is_freebase_id(i)]
+    for chunk in _chunks(todo):
+        q = (sparql_prefixes() + f'SELECT ?e ?name WHERE {{ VALUES ?e {{ {_ids(chunk)} }} ?e ns:{NAME} ?name . '
+             "FILTER (lang(?name) = '' || langMatches(lang(?name), 'en')) }")
+        got = {}
+        for r in self.store.select(q):
+            e, n = binding_text(r['e']), r['name']
+            if e not in got or 'xml:lang' in n: got[e] = n['value']  # an English name before an untagged one
+        for i in chunk: self._names[i] = got.get(i)
+    return {i: self._names[i] for i in ids if self._names.get(i) is not None}
+
+@patch
+def popularity(self: FreebaseNames, ids: Sequence[str]) -> dict:
+    "id -> how many triples it is the subject of (FACC1's popularity is not on the endpoint)."
+    todo = [i for i in dict.fromkeys(ids) if i not in self._pop]
+    for chunk in _chunks(todo):
+        q = (sparql_prefixes() + f'SELECT ?e (COUNT(*) AS ?n) WHERE {{ VALUES ?e {{ {_ids(chunk)} }} ?e ?p ?o }} '
+             'GROUP BY ?e')
+        got = {binding_text(r['e']): int(r['n']['value']) for r in self.store.select(q)}
+        for i in chunk: self._pop[i] = got.get(i, 0)
+    return {i: self._pop[i] for i in ids}
+
+# %% ../../nbs/55_systems.freebase.ipynb #8fe43261
+@patch
+def answers(self: FreebaseNames, texts: Sequence[str]) -> tuple[list[str], list[str]]:
+    "(answer names, ids without a name): each id by its name (by itself when it has none, e.g. a CVT), sorted."
+    names = self.names([t for t in texts if is_freebase_id(t)])
+    out = sorted(dict.fromkeys(names.get(t, t) for t in texts), key=lambda s: (s.casefold(), s))
+    return out, sorted(t for t in dict.fromkeys(texts) if is_freebase_id(t) and t not in names)
+
 # %% ../../nbs/55_systems.freebase.ipynb #f33f5e0f
 _CVT = 'Freebase keeps qualifiers on CVT nodes: Relate to the CVT and filter or query it there'
 UNSUPPORTED = {'QueryRelation': 'Freebase programs ask for entities and values, not for the relation between two',
@@ -176,14 +185,17 @@ class FreebasePlan:
 
 # %% ../../nbs/55_systems.freebase.ipynb #60113100
 class _FreebaseCompiler:
+    "The SPARQL patterns of a checked KoPL program over Freebase, written step by step."
     def __init__(self, steps: list[Step], anchors: dict):
         self.steps, self.anchors, self.n = steps, anchors, 0
 
     def var(self, hint: str = 'v') -> str:
+        "A fresh SPARQL variable, e.g. ?v3."
         self.n += 1
         return f'?{hint}{self.n}'
 
     def fail(self, i: int, why: str):
+        "Raise the `FreebaseError` of step `i`, naming the step and its inputs."
         s = self.steps[i]
         raise FreebaseError(f'step {i} {s.function}({", ".join(map(repr, s.inputs))}) {why}')
 
@@ -194,64 +206,79 @@ class _FreebaseCompiler:
         sub = lambda p: [f'{{ SELECT {x} WHERE {{'] + p + ['} }']
         return [l for k, p in enumerate(parts) for l in (['UNION'] if k else []) + sub(p)]
 
-    def all_items(self, i: int) -> bool: return self.steps[i].function == 'FindAll'
+    def all_items(self, i: int) -> bool:
+        "Whether step `i` is a `FindAll` (every entity: only a filter after it makes it a query)."
+        return self.steps[i].function == 'FindAll'
 
-    def narrowed(self, i: int, x: str) -> list[str]:
-        "The patterns of a FilterConcept or Filter's input set: none for FindAll (the filter alone narrows it)."
-        return [] if self.all_items(i) else self.ents(i, x)
+# %% ../../nbs/55_systems.freebase.ipynb #9ed0b7ca
+@patch
+def ents(self: _FreebaseCompiler, i: int, x: str) -> list[str]:
+    "Patterns that bind `x` to the entities of step i."
+    s = self.steps[i]
+    fn, a, d = s.function, s.inputs, s.dependencies
+    if fn == 'FindAll': self.fail(i, 'asks for every Freebase entity: narrow it with FilterConcept or a Filter')
+    if fn == 'Find': return [f'VALUES {x} {{ {_ids(self.anchors[a[0]])} }}']
+    if fn == 'Relate':
+        y, r = self.var(), 'ns:' + sparql_name(a[0], 'relation')
+        return self.ents(d[0], y) + [f'{y} {r} {x} .' if a[1] == 'forward' else f'{x} {r} {y} .']
+    if fn == 'And': return self.ents(d[0], x) + self.ents(d[1], x)
+    if fn == 'Or': return self.union([self.ents(d[0], x), self.ents(d[1], x)], x)
+    if fn in ('FilterConcept', 'FilterStr', *FILTERS): return self.filtered(i, x)
+    if fn in UNSUPPORTED: self.fail(i, f'has no Freebase counterpart here ({UNSUPPORTED[fn]})')
+    self.fail(i, 'does not give entities')
 
-    def ents(self, i: int, x: str) -> list[str]:
-        "Patterns that bind `x` to the entities of step i."
-        s = self.steps[i]
-        fn, a, d = s.function, s.inputs, s.dependencies
-        if fn == 'FindAll': self.fail(i, 'asks for every Freebase entity: narrow it with FilterConcept or a Filter')
-        if fn == 'Find': return [f'VALUES {x} {{ {_ids(self.anchors[a[0]])} }}']
-        if fn == 'Relate':
-            y, r = self.var(), 'ns:' + sparql_name(a[0], 'relation')
-            return self.ents(d[0], y) + [f'{y} {r} {x} .' if a[1] == 'forward' else f'{x} {r} {y} .']
-        if fn == 'And': return self.ents(d[0], x) + self.ents(d[1], x)
-        if fn == 'Or': return self.union([self.ents(d[0], x), self.ents(d[1], x)], x)
-        if fn == 'FilterConcept':
-            if is_freebase_class(a[0]): return self.narrowed(d[0], x) + [f'{x} ns:{TYPE} ns:{a[0]} .']
-            t = self.var('t')
-            return self.narrowed(d[0], x) + [f'{x} ns:{TYPE} {t} .', f'{t} ns:{NAME} {sparql_string(a[0])}@en .']
-        if fn == 'FilterStr':
-            o, on, key = self.var('o'), self.var('n'), 'ns:' + sparql_name(a[0], 'attribute')
-            lit = sparql_string(a[1])  # the value itself, or the name of the entity it is
-            return self.narrowed(d[0], x) + [f'{x} {key} {o} .', f'OPTIONAL {{ {o} ns:{NAME} {on} }}',
-                                              f'FILTER (str({o}) = {lit} || str({on}) = {lit})']
-        if fn in FILTERS:
-            op, v, key = (a[2] if len(a) > 2 else '='), self.var('n'), 'ns:' + sparql_name(a[0], 'attribute')
-            ops = {'=': ('>=', '<='), '<': ('<',), '>': ('>',), '<=': ('<=',), '>=': ('>=',)}.get(op)
-            if ops is None: self.fail(i, f'compares with {op!r}: Freebase programs use =, <, >, <= or >=')
-            try: tests = [comparison_filter(v, o, a[1]) for o in ops]
-            except SExprError as e: self.fail(i, f'has a value that is not a number, year or date ({e})')
-            return self.narrowed(d[0], x) + [f'{x} {key} {v} .'] + tests
-        if fn in UNSUPPORTED: self.fail(i, f'has no Freebase counterpart here ({UNSUPPORTED[fn]})')
-        self.fail(i, 'does not give entities')
+# %% ../../nbs/55_systems.freebase.ipynb #ccef8984
+@patch
+def narrowed(self: _FreebaseCompiler, i: int, x: str) -> list[str]:
+    "The patterns of a FilterConcept or Filter's input set: none for FindAll (the filter alone narrows it)."
+    return [] if self.all_items(i) else self.ents(i, x)
 
-    def best(self, key: str, largest: bool, deps: tuple) -> list[str]:
-        "The entities of the union of `deps` with the largest (smallest) value of `key`: sexpr ARGMAX's plan."
-        union = lambda x: self.union([self.ents(d, x) for d in deps], x)
-        k, n, n2, x2 = 'ns:' + sparql_name(key, 'attribute'), self.var('n'), self.var('n'), self.var('x')
-        agg = 'MAX' if largest else 'MIN'
-        sub = [f'{{ SELECT ({agg}({n2}) AS ?best) WHERE {{'] + union(x2) + [f'{x2} {k} {n2} .', '} }']
-        return union('?x') + [f'?x {k} {n} .'] + sub + [f'FILTER ({n} = ?best)']
+@patch
+def filtered(self: _FreebaseCompiler, i: int, x: str) -> list[str]:
+    "Patterns that bind `x` to the entities of step i, a FilterConcept, FilterStr, FilterNum, FilterYear or FilterDate."
+    s = self.steps[i]
+    fn, a, d = s.function, s.inputs, s.dependencies
+    if fn == 'FilterConcept':
+        if is_freebase_class(a[0]): return self.narrowed(d[0], x) + [f'{x} ns:{TYPE} ns:{a[0]} .']
+        t = self.var('t')
+        return self.narrowed(d[0], x) + [f'{x} ns:{TYPE} {t} .', f'{t} ns:{NAME} {sparql_string(a[0])}@en .']
+    if fn == 'FilterStr':
+        o, on, key = self.var('o'), self.var('n'), 'ns:' + sparql_name(a[0], 'attribute')
+        lit = sparql_string(a[1])  # the value itself, or the name of the entity it is
+        return self.narrowed(d[0], x) + [f'{x} {key} {o} .', f'OPTIONAL {{ {o} ns:{NAME} {on} }}',
+                                          f'FILTER (str({o}) = {lit} || str({on}) = {lit})']
+    op, v, key = (a[2] if len(a) > 2 else '='), self.var('n'), 'ns:' + sparql_name(a[0], 'attribute')
+    ops = {'=': ('>=', '<='), '<': ('<',), '>': ('>',), '<=': ('<=',), '>=': ('>=',)}.get(op)
+    if ops is None: self.fail(i, f'compares with {op!r}: Freebase programs use =, <, >, <= or >=')
+    try: tests = [comparison_filter(v, o, a[1]) for o in ops]
+    except SExprError as e: self.fail(i, f'has a value that is not a number, year or date ({e})')
+    return self.narrowed(d[0], x) + [f'{x} {key} {v} .'] + tests
 
-    def compile(self) -> tuple[str, list[str]]:
-        "(kind, body patterns binding ?x or counted)."
-        i = len(self.steps) - 1
-        s = self.steps[i]
-        fn, a, d = s.function, s.inputs, s.dependencies
-        if fn == 'QueryName': return 'entities', self.ents(d[0], '?x')
-        if fn == 'Count': return 'count', self.ents(d[0], '?x')
-        if fn == 'QueryAttr':  # a Freebase attribute: literal values or entities, shown like any answer
-            y = self.var()
-            return 'entities', self.ents(d[0], y) + [f'{y} ns:{sparql_name(a[0], "attribute")} ?x .']
-        if fn == 'SelectAmong': return 'entities', self.best(a[0], a[1] == 'largest', d)
-        if fn == 'SelectBetween': return 'entities', self.best(a[0], a[1] == 'greater', d)
-        if fn in UNSUPPORTED: self.fail(i, f'has no Freebase counterpart here ({UNSUPPORTED[fn]})')
-        return 'entities', self.ents(i, '?x')
+# %% ../../nbs/55_systems.freebase.ipynb #8aa1ce7a
+@patch
+def best(self: _FreebaseCompiler, key: str, largest: bool, deps: tuple) -> list[str]:
+    "The entities of the union of `deps` with the largest (smallest) value of `key`: sexpr ARGMAX's plan."
+    union = lambda x: self.union([self.ents(d, x) for d in deps], x)
+    k, n, n2, x2 = 'ns:' + sparql_name(key, 'attribute'), self.var('n'), self.var('n'), self.var('x')
+    agg = 'MAX' if largest else 'MIN'
+    sub = [f'{{ SELECT ({agg}({n2}) AS ?best) WHERE {{'] + union(x2) + [f'{x2} {k} {n2} .', '} }']
+    return union('?x') + [f'?x {k} {n} .'] + sub + [f'FILTER ({n} = ?best)']
+
+@patch
+def compile(self: _FreebaseCompiler) -> tuple[str, list[str]]:
+    "(kind, body patterns binding ?x or counted)."
+    i = len(self.steps) - 1
+    s = self.steps[i]
+    fn, a, d = s.function, s.inputs, s.dependencies
+    if fn == 'QueryName': return 'entities', self.ents(d[0], '?x')
+    if fn == 'Count': return 'count', self.ents(d[0], '?x')
+    if fn == 'QueryAttr':  # a Freebase attribute: literal values or entities, shown like any answer
+        y = self.var()
+        return 'entities', self.ents(d[0], y) + [f'{y} ns:{sparql_name(a[0], "attribute")} ?x .']
+    if fn == 'SelectAmong': return 'entities', self.best(a[0], a[1] == 'largest', d)
+    if fn == 'SelectBetween': return 'entities', self.best(a[0], a[1] == 'greater', d)
+    if fn in UNSUPPORTED: self.fail(i, f'has no Freebase counterpart here ({UNSUPPORTED[fn]})')
+    return 'entities', self.ents(i, '?x')
 
 # %% ../../nbs/55_systems.freebase.ipynb #cd59e24a
 def kopl_to_freebase(program: list[dict],  # a KoPL program (KQA Pro format) over Freebase names
@@ -306,7 +333,8 @@ def kopl_answers_freebase(names: FreebaseNames,  # on the store to ask
 
 # %% ../../nbs/55_systems.freebase.ipynb #9e8d6d0e
 class FreebaseLinker:
-    "KB-Coder's candidates for each name an S-expression mentions, from the endpoint (`kgqa_nb.systems.kbcoder.link_slots`)."
+    ("KB-Coder's candidates for each name an S-expression mentions, from the endpoint "
+     "(`kgqa_nb.systems.kbcoder.link_slots`).")
     def __init__(self, names: FreebaseNames,  # on the store to ask
                  m_e: int = 15,  # entity candidates per mention: the most popular of the entities with that name
                 ):
@@ -426,6 +454,7 @@ def score_webqsp_record(record: dict,  # a `run_webqsp` record: `webqsp_generati
                runs=[asdict(r) if r else None for r in runs])
     return {**out, **webqsp_prf1(answers, expected)}
 
+# %% ../../nbs/55_systems.freebase.ipynb #43214ae0
 def _mean_pct(xs: list) -> float: return round(100 * sum(xs) / len(xs), 2) if xs else float('nan')
 
 def webqsp_scores(scored: Sequence[dict],  # from `score_webqsp_record`
@@ -446,6 +475,7 @@ def webqsp_scores(scored: Sequence[dict],  # from `score_webqsp_record`
                 execution_errors=dict(errors.most_common()),
                 seconds_per_question=round(sum(r['seconds'] for r in scored) / n, 3))
 
+# %% ../../nbs/55_systems.freebase.ipynb #c28714bf
 def score_webqsp_run(records: Sequence[dict],  # the run's records (programs as generated: nothing is re-generated)
                      system: str,  # 'kbcoder' or 'codealign'
                      endpoint,  # the Freebase SPARQL endpoint: a URL or a `SparqlStore`
@@ -481,8 +511,9 @@ def score_webqsp_dir(run_dir: str | Path,  # a run_webqsp output folder: <out_di
         records = sorted(done_records(run_dir/'records.jsonl', metrics['settings']).values(), key=lambda r: r['idx'])
         scoring = score_webqsp_run(records, metrics['system'], endpoint, run_dir/'scores.jsonl', gold_path, **search)
         metrics['summary'] = {**metrics.get('summary', {}), **scoring['summary']}
-        metrics['statement'] = (f'Answers executed on the Freebase endpoint {url} (kgqa_nb.systems.freebase) and scored with '
-                                'WebQSP F1 and Hits@1 against test_answers_topic.json; per question in scores.jsonl.')
+        metrics['statement'] = (f'Answers executed on the Freebase endpoint {url} (kgqa_nb.systems.freebase) and '
+                                'scored with WebQSP F1 and Hits@1 against test_answers_topic.json; per question in '
+                                'scores.jsonl.')
     metrics['freebase'] = dict(endpoint=url, note=note, scores=scoring['summary'] if scoring else None)
     (run_dir/'metrics.json').write_text(json.dumps(metrics, indent=1, ensure_ascii=False), encoding='utf-8')
     return scoring

@@ -14,15 +14,18 @@ from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
+from fastcore.basics import patch
 from ..core import progress_bar
 from ..core import KGQAError, read_jsonl, open_jsonl_append
 from ..kg.embed import element_text, kg_elements
 from ..eval.metrics import wilson_interval
 from ..datasets.metaqa import BRACKETED_TOPIC
-from ..llm.backends import Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error
+from ..llm.backends import (
+    Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error)
 from ..programs.parse import PARSE_ERRORS, parse_kbcoder
 from ..programs.prompts import Demo, PromptParts, kbcoder_prompt
-from ..programs.sexpr import SExprError, Mention, mentions, substitute, validate_sexpr, sexpr_to_text, sexpr_to_program
+from ..programs.sexpr import (
+    SExprError, Mention, mentions, substitute, validate_sexpr, sexpr_to_text, sexpr_to_program)
 
 # %% auto #0
 __all__ = ['RETRIEVALS', 'END_OF_CALLS', 'Generation', 'read_generation', 'KBLinker', 'SearchResult', 'link_slots',
@@ -40,7 +43,9 @@ class Generation:
     message: str | None = None  # its message
 
     @property
-    def ok(self) -> bool: return self.sexpr is not None
+    def ok(self) -> bool:
+        "True when an S-expression could be read (the completion is no format error)."
+        return self.sexpr is not None
 
 def read_generation(text: str,  # the LLM's completion after `question = ...`
                    ) -> Generation:
@@ -65,70 +70,84 @@ class KBLinker:
         self._sets = {k: set(v) for k, v in self.elements.items()}
         self._lower: dict = {}
 
-    def _lowered(self, kind: str) -> dict:
-        if kind not in self._lower:
-            table = {}
-            for n in self.elements[kind]: table.setdefault(n.strip().lower(), []).append(n)
-            self._lower[kind] = table
-        return self._lower[kind]
-
-    def popularity(self, name: str) -> int:
-        "How many facts the items called `name` take part in."
-        kg = self.kg
-        return sum(int(kg.rel_ptr[i + 1] - kg.rel_ptr[i] + kg.attr_ptr[i + 1] - kg.attr_ptr[i]) for i in kg.find(name))
-
-    def hard_match(self, mention: str, kind: str = 'entities') -> list[str]:
-        "Names of `kind` equal to the mention (exactly first, then ignoring case)."
-        exact = [mention] if mention in self._sets[kind] else []
-        return exact + [n for n in self._lowered(kind).get(mention.strip().lower(), []) if n != mention]
-
-    def _dense(self, kind: str, query: str, k: int) -> list[str]:
-        if self.index is None or k <= 0 or not self.elements[kind]: return []
-        return [n for n, _ in self.index.search(kind, query, k)]
-
     @staticmethod
     def _fill(first: list, more: list, limit: int) -> list:
         return list(dict.fromkeys([*first, *more]))[:limit]
 
-    def entity_candidates(self, mention: str) -> list[str]:
-        "Up to `m_e` entity names: hard matches (most popular first when too many), then dense neighbours."
-        hard = self.hard_match(mention, 'entities')
-        if len(hard) > self.m_e: hard = sorted(hard, key=self.popularity, reverse=True)[:self.m_e]
-        return self._fill(hard, self._dense('entities', mention, self.m_e), self.m_e)
+# %% ../../nbs/52_systems.kbcoder.ipynb #8aba269f
+@patch
+def _lowered(self: KBLinker, kind: str) -> dict:
+    if kind not in self._lower:
+        table = {}
+        for n in self.elements[kind]: table.setdefault(n.strip().lower(), []).append(n)
+        self._lower[kind] = table
+    return self._lower[kind]
 
-    def class_candidates(self, mention: str) -> list[str]:
-        "Up to `m_e` names for a mention under AND: concepts (hard, then dense), then entities."
-        hard = self.hard_match(mention, 'concepts') + self.hard_match(mention, 'entities')
-        dense = self._dense('concepts', mention, self.m_e) + self._dense('entities', mention, self.m_e)
-        return self._fill(hard, dense, self.m_e)
+@patch
+def popularity(self: KBLinker, name: str) -> int:
+    "How many facts the items called `name` take part in."
+    kg = self.kg
+    return sum(int(kg.rel_ptr[i + 1] - kg.rel_ptr[i] + kg.attr_ptr[i + 1] - kg.attr_ptr[i]) for i in kg.find(name))
 
-    def ranked_names(self, mention: str, kind: str = 'relations', k: int | None = None) -> list[str]:
-        ("The `k` (default `m_r`) names of `kind` most similar to the mention: dense, or by string similarity without "
-         "an index.")
-        k = self.m_r if k is None else k
-        if self.index is not None: return self._dense(kind, mention, k)
-        text = element_text(mention).lower()
-        score = lambda n: difflib.SequenceMatcher(None, text, element_text(n).lower()).ratio()
-        return sorted(self.elements[kind], key=lambda n: (n != mention, -score(n)))[:k]
+@patch
+def hard_match(self: KBLinker, mention: str, kind: str = 'entities') -> list[str]:
+    "Names of `kind` equal to the mention (exactly first, then ignoring case)."
+    exact = [mention] if mention in self._sets[kind] else []
+    return exact + [n for n in self._lowered(kind).get(mention.strip().lower(), []) if n != mention]
 
-    def relation_candidates(self, mention: str) -> list:
-        "Relation slots to try: for each of the `m_r` nearest relations, ('R', r) then r."
-        names = self.ranked_names(mention, 'relations')
-        return [c for n in names for c in ((('R', n), n) if self.directions else (n,))]
+# %% ../../nbs/52_systems.kbcoder.ipynb #3abec649
+@patch
+def _dense(self: KBLinker, kind: str, query: str, k: int) -> list[str]:
+    if self.index is None or k <= 0 or not self.elements[kind]: return []
+    return [n for n, _ in self.index.search(kind, query, k)]
 
-    def candidates(self, m: Mention) -> list:
-        "The candidate list of one mention, by its role."
-        if m.role == 'entity': return self.entity_candidates(m.text)
-        if m.role == 'class': return self.class_candidates(m.text)
-        if m.role == 'relation': return self.relation_candidates(m.text)
-        if m.role == 'attribute': return self.ranked_names(m.text, 'attributes')
-        return [m.text]  # a comparison value is used as written
+@patch
+def entity_candidates(self: KBLinker, mention: str) -> list[str]:
+    "Up to `m_e` entity names: hard matches (most popular first when too many), then dense neighbours."
+    hard = self.hard_match(mention, 'entities')
+    if len(hard) > self.m_e: hard = sorted(hard, key=self.popularity, reverse=True)[:self.m_e]
+    return self._fill(hard, self._dense('entities', mention, self.m_e), self.m_e)
 
-    def related_relations(self, question: str,  # the whole question
-                          n: int = 1,  # how many
-                         ) -> list[str]:
-        "The `n` relations most similar to the question (the paper's 'one related relation' hint)."
-        return self.ranked_names(question.replace('[', '').replace(']', ''), 'relations', n)
+@patch
+def class_candidates(self: KBLinker, mention: str) -> list[str]:
+    "Up to `m_e` names for a mention under AND: concepts (hard, then dense), then entities."
+    hard = self.hard_match(mention, 'concepts') + self.hard_match(mention, 'entities')
+    dense = self._dense('concepts', mention, self.m_e) + self._dense('entities', mention, self.m_e)
+    return self._fill(hard, dense, self.m_e)
+
+# %% ../../nbs/52_systems.kbcoder.ipynb #c83de81b
+@patch
+def ranked_names(self: KBLinker, mention: str, kind: str = 'relations', k: int | None = None) -> list[str]:
+    ("The `k` (default `m_r`) names of `kind` most similar to the mention: dense, or by string similarity without "
+     "an index.")
+    k = self.m_r if k is None else k
+    if self.index is not None: return self._dense(kind, mention, k)
+    text = element_text(mention).lower()
+    score = lambda n: difflib.SequenceMatcher(None, text, element_text(n).lower()).ratio()
+    return sorted(self.elements[kind], key=lambda n: (n != mention, -score(n)))[:k]
+
+@patch
+def relation_candidates(self: KBLinker, mention: str) -> list:
+    "Relation slots to try: for each of the `m_r` nearest relations, ('R', r) then r."
+    names = self.ranked_names(mention, 'relations')
+    return [c for n in names for c in ((('R', n), n) if self.directions else (n,))]
+
+# %% ../../nbs/52_systems.kbcoder.ipynb #9dd7445a
+@patch
+def candidates(self: KBLinker, m: Mention) -> list:
+    "The candidate list of one mention, by its role."
+    if m.role == 'entity': return self.entity_candidates(m.text)
+    if m.role == 'class': return self.class_candidates(m.text)
+    if m.role == 'relation': return self.relation_candidates(m.text)
+    if m.role == 'attribute': return self.ranked_names(m.text, 'attributes')
+    return [m.text]  # a comparison value is used as written
+
+@patch
+def related_relations(self: KBLinker, question: str,  # the whole question
+                      n: int = 1,  # how many
+                     ) -> list[str]:
+    "The `n` relations most similar to the question (the paper's 'one related relation' hint)."
+    return self.ranked_names(question.replace('[', '').replace(']', ''), 'relations', n)
 
 # %% ../../nbs/52_systems.kbcoder.ipynb #dc79eada
 @dataclass
@@ -151,6 +170,7 @@ def link_slots(sexpr,  # the S-expression the LLM wrote
     ms = [m for m in ms if m.role in _ENTITY_ROLES] + [m for m in ms if m.role not in _ENTITY_ROLES]
     return [(m, linker.candidates(m)) for m in ms]
 
+# %% ../../nbs/52_systems.kbcoder.ipynb #a5dde3a2
 def search_candidates(sexpr,  # the S-expression the LLM wrote
                       slots: list,  # from `link_slots`
                       run: Callable,  # grounded S-expression -> list of answers
@@ -172,12 +192,13 @@ def search_candidates(sexpr,  # the S-expression the LLM wrote
         if answers: return SearchResult(list(answers), grounded, tries, time.perf_counter() - t0, 'found', total)
     return SearchResult([], None, tries, time.perf_counter() - t0, stopped, total)
 
+# %% ../../nbs/52_systems.kbcoder.ipynb #0d5d2e19
 def answers_without_topic(executor,  # a `KoPLExecutor` over the MetaQA KB
                           program: list[dict],  # a KoPL program
                           topic: str,  # the question's topic entity
                          ) -> list[str]:
-    ("`kgqa_nb.datasets.metaqa.execute_without_topic`'s answers, computed on entity ids: the same list, without one `Find` per "
-     "name.")
+    ("`kgqa_nb.datasets.metaqa.execute_without_topic`'s answers, computed on entity ids: the same list, without one "
+     "`Find` per name.")
     from kgqa_nb.kopl.executor import Ents
     from kgqa_nb.datasets.metaqa import execute_without_topic, is_path_program
     if not is_path_program(program): return execute_without_topic(executor, program, topic)
@@ -190,6 +211,7 @@ def answers_without_topic(executor,  # a `KoPLExecutor` over the MetaQA KB
         if len(ids) == 0: return []
     return list(dict.fromkeys(kg.names[i] for i in ids))
 
+# %% ../../nbs/52_systems.kbcoder.ipynb #567713bd
 def kg_runner(executor,  # a `KoPLExecutor`
               topic: str | None = None,  # MetaQA: the topic entity, never an answer (dropped after every hop of a path)
              ) -> Callable:
@@ -227,7 +249,9 @@ class Variant:
             raise ValueError(f'retrieval must be one of {RETRIEVALS}, got {self.retrieval!r}')
 
     @property
-    def name(self) -> str: return f'KB-Coder({self.samples})' + ('-R' if self.retrieval == 'R' else '')
+    def name(self) -> str:
+        "The variant's name as the paper writes it, e.g. 'KB-Coder(6)-R'."
+        return f'KB-Coder({self.samples})' + ('-R' if self.retrieval == 'R' else '')
 
     def decodings(self, stop: tuple = ()) -> list[Decoding]:
         "One `Decoding` per sample."
@@ -314,58 +338,70 @@ class KBCoder:
             hint = lambda q: linker.related_relations(q, n_relations)
         self.hint = hint
 
-    def demonstrations(self, question: str, topic: str | None = None) -> list:
-        "The demonstrations for this question: the fixed ones, or the retrieved ones ('-R')."
-        if self.variant.retrieval == 'R':
-            return list(self.demo_index.by_question(question, self.n_demos, entities=[topic] if topic else []))
-        return self.demos
+# %% ../../nbs/52_systems.kbcoder.ipynb #c1be19dd
+@patch
+def demonstrations(self: KBCoder, question: str, topic: str | None = None) -> list:
+    "The demonstrations for this question: the fixed ones, or the retrieved ones ('-R')."
+    if self.variant.retrieval == 'R':
+        return list(self.demo_index.by_question(question, self.n_demos, entities=[topic] if topic else []))
+    return self.demos
 
-    def prompt(self, question: str, topic: str | None = None) -> tuple[PromptParts, list, list]:
-        "(prompt, demonstrations, related relations) for a question."
-        demos = self.demonstrations(question, topic)
-        relations = list(self.hint(question)) if self.hint else []
-        return kbcoder_prompt(question, demos, relations), demos, relations
+@patch
+def prompt(self: KBCoder, question: str, topic: str | None = None) -> tuple[PromptParts, list, list]:
+    "(prompt, demonstrations, related relations) for a question."
+    demos = self.demonstrations(question, topic)
+    relations = list(self.hint(question)) if self.hint else []
+    return kbcoder_prompt(question, demos, relations), demos, relations
 
-    def generate(self, question: str, topic: str | None = None) -> tuple[list, list, list]:
-        "([(Generation, Completion)] per sample, demonstrations, related relations)."
-        parts, demos, relations = self.prompt(question, topic)
-        out = []
-        for d in self.variant.decodings(tuple(dict.fromkeys((*parts.stop, *END_OF_CALLS)))):
-            c = self.backend.complete(parts.text, replace(d, grammar=self.grammar))
-            out.append((read_generation(c.text), c))
-        return out, demos, relations
+# %% ../../nbs/52_systems.kbcoder.ipynb #09ca7e4f
+@patch
+def generate(self: KBCoder, question: str, topic: str | None = None) -> tuple[list, list, list]:
+    "([(Generation, Completion)] per sample, demonstrations, related relations)."
+    parts, demos, relations = self.prompt(question, topic)
+    out = []
+    for d in self.variant.decodings(tuple(dict.fromkeys((*parts.stop, *END_OF_CALLS)))):
+        c = self.backend.complete(parts.text, replace(d, grammar=self.grammar))
+        out.append((read_generation(c.text), c))
+    return out, demos, relations
 
-    def answer(self, question: str,  # the question
-               run: Callable,  # grounded S-expression -> answers, e.g. `kg_runner(executor, topic)`
-               topic: str | None = None,  # the topic entity, if known (MetaQA), for retrieving demonstrations
-              ) -> KBCoderResult:
-        "Generate, link, search and vote."
-        if self.linker is None: raise KGQAError('KBCoder.answer needs a linker')
-        t0 = time.perf_counter()
-        gens, demos, relations = self.generate(question, topic)
-        samples, seen = [], {}
-        for g, c in gens:
-            s = Sample(c.text, g.ok, g.error, g.message, sexpr_to_text(g.sexpr) if g.ok else None,
-                       llm_seconds=c.seconds, cached=c.cached, completion_tokens=c.completion_tokens)
-            if g.ok:
-                t1 = time.perf_counter()
-                if s.sexpr not in seen:
-                    seen[s.sexpr] = search_candidates(g.sexpr, link_slots(g.sexpr, self.linker), run, self.max_tries,
-                                                      self.time_budget)
-                else:
-                    seen[s.sexpr] = SearchResult(seen[s.sexpr].answers, seen[s.sexpr].grounded, 0, 0.0,
-                                                 seen[s.sexpr].stopped, seen[s.sexpr].candidates)
-                r = seen[s.sexpr]
-                s.answers, s.tries, s.candidates, s.stopped = r.answers, r.tries, r.candidates, r.stopped
-                s.grounded = sexpr_to_text(r.grounded) if r.grounded is not None else None
-                s.search_seconds = time.perf_counter() - t1
-            samples.append(s)
-        answers, voted = majority_vote([s.answers for s in samples])
-        return KBCoderResult(question, self.variant.name, answers, not any(s.ok for s in samples), samples, voted,
-                             sum(s.tries for s in samples), time.perf_counter() - t0,
-                             sum(s.llm_seconds for s in samples),
-                             sum(s.search_seconds for s in samples), [_demo_id(d, k) for k, d in enumerate(demos)],
-                             relations)
+# %% ../../nbs/52_systems.kbcoder.ipynb #1fa582c9
+@patch
+def _sample(self: KBCoder, g: Generation, c: Completion, run: Callable, seen: dict) -> Sample:
+    "One generation as a `Sample`, searched unless `seen` already holds the search of the same S-expression."
+    s = Sample(c.text, g.ok, g.error, g.message, sexpr_to_text(g.sexpr) if g.ok else None,
+               llm_seconds=c.seconds, cached=c.cached, completion_tokens=c.completion_tokens)
+    if g.ok:
+        t1 = time.perf_counter()
+        if s.sexpr not in seen:
+            seen[s.sexpr] = search_candidates(g.sexpr, link_slots(g.sexpr, self.linker), run, self.max_tries,
+                                              self.time_budget)
+        else:
+            seen[s.sexpr] = SearchResult(seen[s.sexpr].answers, seen[s.sexpr].grounded, 0, 0.0,
+                                         seen[s.sexpr].stopped, seen[s.sexpr].candidates)
+        r = seen[s.sexpr]
+        s.answers, s.tries, s.candidates, s.stopped = r.answers, r.tries, r.candidates, r.stopped
+        s.grounded = sexpr_to_text(r.grounded) if r.grounded is not None else None
+        s.search_seconds = time.perf_counter() - t1
+    return s
+
+# %% ../../nbs/52_systems.kbcoder.ipynb #aca1aa60
+@patch
+def answer(self: KBCoder, question: str,  # the question
+           run: Callable,  # grounded S-expression -> answers, e.g. `kg_runner(executor, topic)`
+           topic: str | None = None,  # the topic entity, if known (MetaQA), for retrieving demonstrations
+          ) -> KBCoderResult:
+    "Generate, link, search and vote."
+    if self.linker is None: raise KGQAError('KBCoder.answer needs a linker')
+    t0 = time.perf_counter()
+    gens, demos, relations = self.generate(question, topic)
+    samples, seen = [], {}
+    for g, c in gens: samples.append(self._sample(g, c, run, seen))
+    answers, voted = majority_vote([s.answers for s in samples])
+    return KBCoderResult(question, self.variant.name, answers, not any(s.ok for s in samples), samples, voted,
+                         sum(s.tries for s in samples), time.perf_counter() - t0,
+                         sum(s.llm_seconds for s in samples),
+                         sum(s.search_seconds for s in samples), [_demo_id(d, k) for k, d in enumerate(demos)],
+                         relations)
 
 # %% ../../nbs/52_systems.kbcoder.ipynb #189c1a24
 def bracketed_topic(question: str) -> str | None:
@@ -393,7 +429,7 @@ def resume_jsonl(path: str | Path,  # the JSONL file (appended to)
                  make_record: Callable,  # (item, key) -> record (with `settings` and the key field)
                  key: str = 'idx',  # the record field holding the key
                  max_new: int | None = None,  # make at most this many new records (None: all)
-                 concurrency: int = 1,  # items in flight at once (`kgqa_nb.llm.backends.run_concurrently`; a served model)
+                 concurrency: int = 1,  # items in flight (`kgqa_nb.llm.backends.run_concurrently`; a served model)
                 ) -> tuple[list[dict], int]:
     ("(records of `items` in order, number made now): only items without a record of these settings are done, each "
      "written as soon as it is made.")

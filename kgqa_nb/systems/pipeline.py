@@ -20,7 +20,8 @@ from ..stages.grounding import GroundingResult, TABLE7_GROUPS, grounding_accurac
 from ..stages.demos import relation_path
 from ..stages.facts import FactsResult, prompt_facts
 from ..stages.linking import Linked
-from ..llm.backends import Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error
+from ..llm.backends import (
+    Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error)
 from ..programs.parse import ParseResult, parse_generation
 from ..programs.prompts import Demo, PromptParts
 from ..programs.grammar import PROGRAM_FORMATS, kg_vocabulary, program_grammar
@@ -47,8 +48,8 @@ class Question:
 # %% ../../nbs/50_systems.pipeline.ipynb #e5699878
 SYSTEMS = ('codealign', 'symkgqa')
 CONSTRAIN_LEVELS = ('off', 'syntax', 'kg')  # as `kgqa_nb.programs.grammar.LEVELS`
-LATER_FIELDS = {'constrain': 'off', 'schema': 0, 'schema_grammar': False, 'distinct_skeletons': False}  # fields added after records were
-                                                                           # committed, and their defaults
+# fields added after records were committed, and their defaults
+LATER_FIELDS = {'constrain': 'off', 'schema': 0, 'schema_grammar': False, 'distinct_skeletons': False}
 
 @dataclass(frozen=True)
 class PipelineConfig:
@@ -65,7 +66,7 @@ class PipelineConfig:
     sampling_retries: int = 0  # sampled re-generations when the grounded program fails (SymKGQA: 2)
     max_tokens: int = 200  # generation limit per call
     constrain: str = 'off'  # decode under a grammar: 'off', 'syntax' (the program format), 'kg' (and the KG's names)
-    schema: int = 0  # KG names retrieved per kind (`kgqa_nb.stages.schema`) and shown in the prompt (0: none; codealign)
+    schema: int = 0  # KG names retrieved per kind (`kgqa_nb.stages.schema`), shown in the prompt (0: none; codealign)
     schema_grammar: bool = False  # the 'kg' grammar allows only those names (samples fall back to all of them)
     distinct_skeletons: bool = False  # dynamic demos: at most one per program skeleton (more structures in sight)
 
@@ -109,37 +110,51 @@ class PipelineConfig:
 @runtime_checkable
 class LinkerLike(Protocol):
     "`Stages.link`: question text -> its entities and concepts (`partial(link_metaqa, kg=kg)`, `EntityLinker.link`)."
-    def __call__(self, question: str) -> Linked: ...
+    def __call__(self, question: str) -> Linked:
+        "The entities and concepts of the question."
+        ...
 
 @runtime_checkable
 class FactsLike(Protocol):
     "`Stages.facts`: question-specific facts from the linked entities and concepts (`facts.FactsExtractor`)."
     def extract(self, question: str, entities: list = (), concepts: list = (), mode: str = 'realistic',
-                theta: float | None = None) -> FactsResult: ...
+                theta: float | None = None) -> FactsResult:
+        "The KG facts about the question's entities and concepts (those above `theta` in similarity)."
+        ...
 
 @runtime_checkable
 class DemoRetrieverLike(Protocol):
     "`Stages.demo_index`: dynamic demonstrations and the correction's D' (`demos.DemoIndex`)."
     def by_question(self, question: str, n: int, entities=(), concepts=(), exclude=(), best_last: bool = False,
-                    distinct_skeletons: bool = False) -> list[Demo]: ...
+                    distinct_skeletons: bool = False) -> list[Demo]:
+        "The `n` demonstrations whose questions are nearest to `question`."
+        ...
     def by_skeleton(self, program: list, n: int, exclude=(), question: str | None = None, entities=(),
-                    concepts=()) -> list[Demo]: ...
+                    concepts=()) -> list[Demo]:
+        "The `n` demonstrations whose program skeletons are nearest to `program`'s (D')."
+        ...
 
 @runtime_checkable
 class GrounderLike(Protocol):
     "`Stages.grounder`: repairs and grounds a parsed generation in the KG (`grounding.Grounder`)."
-    def repair_and_ground(self, parsed: ParseResult, question: str) -> GroundingResult: ...
+    def repair_and_ground(self, parsed: ParseResult, question: str) -> GroundingResult:
+        "The parsed program with its function names repaired and its textual inputs grounded in the KG."
+        ...
 
 @runtime_checkable
 class ExecutorLike(Protocol):
     ("`Stages.executor`: runs a program (`kopl.executor.KoPLExecutor`, `kopl.sparql.SparqlExecutor`); the 'kg' grammar "
      "also reads its `kg`.")
-    def answer(self, program: list) -> str | list: ...
+    def answer(self, program: list) -> str | list:
+        "The program's answer: one string or a list of them."
+        ...
 
 @runtime_checkable
 class SchemaRetrieverLike(Protocol):
     "`Stages.schema`: the KG names closest to a question, k per kind (`schema.SchemaRetriever`)."
-    def retrieve(self, question: str, k: int | dict = 10, entities: list = ()) -> Retrieved: ...
+    def retrieve(self, question: str, k: int | dict = 10, entities: list = ()) -> Retrieved:
+        "The `k` KG names of each kind closest to the question."
+        ...
 
 # %% ../../nbs/50_systems.pipeline.ipynb #a7dcf687
 class PipelineError(KGQAError):
@@ -268,16 +283,15 @@ def score(prediction: list, answers: list) -> dict:
     return dict(hit=hits_at_1(prediction, answers), expected_hit=expected_hits_at_1(prediction, answers),
                 any_hit=any_hit(prediction, answers))
 
-# %% ../../nbs/50_systems.pipeline.ipynb #375b7afc
-def answer_question(q: Question,  # the question
-                    cfg: PipelineConfig,  # what to do
-                    st: Stages,  # with which stage objects
-                   ) -> dict:
-    "Run the pipeline on one question; the record of everything that happened."
-    timings, t = {}, time.perf_counter()
-    rec = dict(id=q.id, dataset=q.dataset, question=q.question, gold=list(q.answers), config=cfg.as_dict(),
-               model=st.backend.model,
-               llm=dict(calls=0, cached=0, prompt_tokens=0, completion_tokens=0), attempts=[])
+# %% ../../nbs/50_systems.pipeline.ipynb #cc506cb4
+def _new_record(q: Question, cfg: PipelineConfig, st: Stages) -> dict:
+    "The start of a question's record: the question, the configuration, the model, no LLM use yet."
+    return dict(id=q.id, dataset=q.dataset, question=q.question, gold=list(q.answers), config=cfg.as_dict(),
+                model=st.backend.model,
+                llm=dict(calls=0, cached=0, prompt_tokens=0, completion_tokens=0), attempts=[])
+
+def _link_and_retrieve(q: Question, cfg: PipelineConfig, st: Stages, rec: dict, timings: dict, t: float) -> tuple:
+    "Linking, facts and the schema names of a question, written into `rec`: (linked, facts, retrieved, schema, t)."
     linked = _oracle_linked(q.program) if cfg.linking == 'oracle' else st.link(q.question)
     rec['linked'] = dict(entities=list(linked.entities), concepts=list(linked.concepts), mode=linked.mode)
     t = _clock(timings, 'linking', t)
@@ -291,45 +305,76 @@ def answer_question(q: Question,  # the question
     schema = schema_block(retrieved) if retrieved else ''
     if retrieved: rec['schema'] = {kind: retrieved.names(kind) for kind in retrieved.matches}
     t = _clock(timings, 'schema', t)
+    return linked, facts, retrieved, schema, t
+
+# %% ../../nbs/50_systems.pipeline.ipynb #fb835bb2
+def _dressed(cfg: PipelineConfig, st: Stages, demos: list) -> list:
+    "The demonstrations with their facts and schema names, when `cfg` shows those."
+    if cfg.uses_facts: demos = [with_facts(st, d, cfg.theta) for d in demos]
+    if cfg.schema: demos = [with_schema(st, d, cfg.schema) for d in demos]
+    return demos
+
+def _prompt_demos(q: Question, cfg: PipelineConfig, st: Stages, linked) -> list:
+    "The demonstrations of the first prompt: none (zero-shot), retrieved for the question, or the fixed set D."
     if cfg.demos == 'dynamic' and cfg.n_demos < 1: demos = []  # zero-shot: no demonstrations at all
     elif cfg.demos == 'dynamic':
         demos = st.demo_index.by_question(q.question, cfg.n_demos, entities=linked.entities, concepts=linked.concepts,
                                           exclude=[q.id, q.question], best_last=True,
                                           distinct_skeletons=cfg.distinct_skeletons)
     else: demos = list(st.demos)
-    if cfg.uses_facts: demos = [with_facts(st, d, cfg.theta) for d in demos]
-    if cfg.schema: demos = [with_schema(st, d, cfg.schema) for d in demos]
-    t = _clock(timings, 'retrieval', t)
-    parts = build_prompt(cfg, q.question, linked, facts, demos, schema)
-    grammar = question_grammar(cfg, st, retrieved)
-    rec['constraint'] = dict(level=cfg.constrain, grammar=Decoding(grammar=grammar).constraint_id)
-    fmt, decoding = cfg.system, Decoding(max_tokens=cfg.max_tokens, stop=parts.stop, grammar=grammar)
+    return _dressed(cfg, st, demos)
+
+def _correction_demos(q: Question, cfg: PipelineConfig, st: Stages, linked, res: ParseResult) -> list:
+    "D': the demonstrations retrieved by the skeleton of the invalid program the model wrote."
+    d_prime = st.demo_index.by_skeleton(res.sketch or [], cfg.n_correction_demos, exclude=[q.id, q.question],
+                                        question=q.question, entities=linked.entities, concepts=linked.concepts)
+    return _dressed(cfg, st, d_prime)
+
+# %% ../../nbs/50_systems.pipeline.ipynb #02bf2dc3
+def _generate(cfg: PipelineConfig, st: Stages, parts: PromptParts, decoding: Decoding, rec: dict, timings: dict,
+              kind: str, demos: list) -> tuple[ParseResult, float]:
+    "One LLM call, parsed and written down as an attempt of `kind`: (its parse result, the time after parsing)."
     c = _llm_call(st, parts, decoding, rec, timings); t = time.perf_counter()
-    res = parse_generation(c.text, fmt, parts.answer_start)
-    rec['attempts'].append(_attempt('generate', c, res, demos))
-    t = _clock(timings, 'parse', t)
-    for _ in range(cfg.correction if not res.ok else 0):
-        d_prime = st.demo_index.by_skeleton(res.sketch or [], cfg.n_correction_demos, exclude=[q.id, q.question],
-                                            question=q.question, entities=linked.entities, concepts=linked.concepts)
-        if cfg.uses_facts: d_prime = [with_facts(st, d, cfg.theta) for d in d_prime]
-        if cfg.schema: d_prime = [with_schema(st, d, cfg.schema) for d in d_prime]
-        t = _clock(timings, 'retrieval', t)
-        parts = build_prompt(cfg, q.question, linked, facts, d_prime, schema)
-        c = _llm_call(st, parts, replace(decoding, stop=parts.stop), rec, timings); t = time.perf_counter()
-        res = parse_generation(c.text, fmt, parts.answer_start)
-        rec['attempts'].append(_attempt('correct', c, res, d_prime))
-        t = _clock(timings, 'parse', t)
-        if res.ok: break
-    outcome = ground_and_execute(cfg, st, q, linked, res, timings)
+    res = parse_generation(c.text, cfg.system, parts.answer_start)
+    rec['attempts'].append(_attempt(kind, c, res, demos))
+    return res, _clock(timings, 'parse', t)
+
+def _sampled_fallback(q: Question, cfg: PipelineConfig, st: Stages, linked, parts: PromptParts, decoding: Decoding,
+                      demos: list, outcome: dict, rec: dict, timings: dict) -> dict:
+    "The outcome of the first sampled program that answers (`cfg.sampling_retries` tries), or `outcome`."
     for k in range(cfg.sampling_retries if (outcome['error'] or not outcome['prediction']) else 0):
         sampled = replace(decoding, temperature=0.3, top_k=30, stop=parts.stop, seed=k + 1,
                           grammar=constraint_grammar(cfg, st))  # all the KG's names again, if `schema_grammar` kept few
-        c = _llm_call(st, parts, sampled, rec, timings); t = time.perf_counter()
-        r2 = parse_generation(c.text, fmt, parts.answer_start)
-        rec['attempts'].append(_attempt('sample', c, r2, demos))
-        _clock(timings, 'parse', t)
+        r2, _ = _generate(cfg, st, parts, sampled, rec, timings, 'sample', demos)
         again = ground_and_execute(cfg, st, q, linked, r2, timings)
-        if not again['error'] and again['prediction']: outcome = again; break
+        if not again['error'] and again['prediction']: return again
+    return outcome
+
+# %% ../../nbs/50_systems.pipeline.ipynb #375b7afc
+def answer_question(q: Question,  # the question
+                    cfg: PipelineConfig,  # what to do
+                    st: Stages,  # with which stage objects
+                   ) -> dict:
+    "Run the pipeline on one question; the record of everything that happened."
+    timings, t = {}, time.perf_counter()
+    rec = _new_record(q, cfg, st)
+    linked, facts, retrieved, schema, t = _link_and_retrieve(q, cfg, st, rec, timings, t)
+    demos = _prompt_demos(q, cfg, st, linked)
+    t = _clock(timings, 'retrieval', t)
+    prompt = partial(build_prompt, cfg, q.question, linked, facts, schema=schema)  # demos -> the prompt
+    parts = prompt(demos)
+    grammar = question_grammar(cfg, st, retrieved)
+    rec['constraint'] = dict(level=cfg.constrain, grammar=Decoding(grammar=grammar).constraint_id)
+    decoding = Decoding(max_tokens=cfg.max_tokens, stop=parts.stop, grammar=grammar)
+    res, t = _generate(cfg, st, parts, decoding, rec, timings, 'generate', demos)
+    for _ in range(cfg.correction if not res.ok else 0):
+        d_prime = _correction_demos(q, cfg, st, linked, res)
+        t = _clock(timings, 'retrieval', t)
+        parts = prompt(d_prime)
+        res, t = _generate(cfg, st, parts, replace(decoding, stop=parts.stop), rec, timings, 'correct', d_prime)
+        if res.ok: break
+    outcome = ground_and_execute(cfg, st, q, linked, res, timings)
+    outcome = _sampled_fallback(q, cfg, st, linked, parts, decoding, demos, outcome, rec, timings)
     rec.update(valid=outcome['valid'], parsed=res.program if res.ok else res.sketch, executed=outcome['program'],
                decisions=outcome['decisions'],
                prediction=outcome['prediction'], error=outcome['error'], **score(outcome['prediction'], q.answers))
@@ -386,7 +431,9 @@ class Record:
         return {k: values[k] for k in [*keys, *(k for k in self.extra if k not in keys)]}
 
     @property
-    def crashed(self) -> bool: return self.status == 'crashed'  # as `is_crashed`
+    def crashed(self) -> bool:
+        "Whether this is a crash record (as `is_crashed`)."
+        return self.status == 'crashed'
 
 def record_fields() -> tuple:
     "The names of `Record`'s fields that are keys of a record (all but `extra` and `order`)."
@@ -522,7 +569,7 @@ NAMED_CONFIGS = {
     # SymKGQA without its sampled re-generations (greedy only): costs no new LLM call after `symkgqa` ran
     'symkgqa_no_sampling': lambda linking='realistic': PipelineConfig.for_system('symkgqa', linking=linking, n_demos=2,
                                                                                   sampling_retries=0),
-    # grammar-constrained decoding (kgqa_nb.programs.grammar): the program format only, or the format and the KG's names;
+    # grammar-constrained decoding (kgqa_nb.programs.grammar): the program format, or the format and the KG's names;
     # 400 tokens fit the grammars' longest programs (12 steps), so that the limit rarely cuts one off
     'codealign_syntax': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2,
                                                                    constrain='syntax', max_tokens=400),
@@ -562,6 +609,7 @@ NAMED_CONFIGS = {
                                                                    sampling_retries=2, max_tokens=400, schema=10),
 }
 
+# %% ../../nbs/50_systems.pipeline.ipynb #76482ad9
 def interleave(questions: Sequence[Question]) -> list[Question]:
     "The questions reordered round-robin over datasets, so that a run stopped early covers every dataset."
     by_ds = {}

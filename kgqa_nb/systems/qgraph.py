@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 import numpy as np
+from fastcore.basics import patch
 from ..core import KGQAError
 from ..kg.embed import Embedder, KGIndex, element_text, kg_elements
 from ..stages.facts import load_stopwords
@@ -73,7 +74,9 @@ class Parse:
 class QuestionParser(Protocol):
     ("Anything that parses a question into tokens with heads and dependency labels (spaCy here; AMR could be plugged "
      "in).")
-    def parse(self, text: str) -> Parse: ...
+    def parse(self, text: str) -> Parse:
+        "The tokens of `text` with their heads and dependency labels."
+        ...
 
 # %% ../../nbs/53_systems.qgraph.ipynb #360cc037
 _SPACY: dict = {}  # model name -> loaded spaCy pipeline (one per process)
@@ -89,6 +92,7 @@ class SpacyParser:
 
     @property
     def nlp(self):
+        "The loaded spaCy pipeline (loaded once per process, without NER)."
         if self.model not in _SPACY:
             import spacy
             try: _SPACY[self.model] = spacy.load(self.model, disable=['ner'])
@@ -97,7 +101,9 @@ class SpacyParser:
                                   f'{e}') from None
         return _SPACY[self.model]
 
-    def parse(self, text: str) -> Parse: return _to_parse(self.nlp(text))
+    def parse(self, text: str) -> Parse:
+        "The dependency parse of one question."
+        return _to_parse(self.nlp(text))
 
     def parse_many(self, texts: list[str], batch_size: int = 256) -> list[Parse]:
         "Parse many questions at once (`nlp.pipe`)."
@@ -196,40 +202,46 @@ class RelationMatcher:
             for n in names:
                 for a in self.aliases.get(n, []): self._alias_texts.append(a); self._alias_owner.append((n, kind))
 
-    def _name_hits(self, coll: str, kind: str, texts: list[str], k: int) -> list[list[tuple[str, float]]]:
-        "For each text, (name, cosine) of the nearest names of one kind: ChromaDB when there is an index, else exact."
-        names = self.names[kind]
-        if self.index is not None:
-            return self.index.search_many(coll, texts, k=len(names) if len(names) <= 50 else max(k, 20))
-        sims = self.embedder.encode([element_text(t) for t in texts]) @ self.embedder.encode(
-            [element_text(n) for n in names]).T
-        return [[(names[j], float(row[j])) for j in np.argsort(-row)[:max(k, 20)]] for row in sims]
+# %% ../../nbs/53_systems.qgraph.ipynb #8a68c689
+@patch
+def _name_hits(self: RelationMatcher, coll: str, kind: str, texts: list[str], k: int) -> list[list[tuple[str, float]]]:
+    "For each text, (name, cosine) of the nearest names of one kind: ChromaDB when there is an index, else exact."
+    names = self.names[kind]
+    if self.index is not None:
+        return self.index.search_many(coll, texts, k=len(names) if len(names) <= 50 else max(k, 20))
+    sims = self.embedder.encode([element_text(t) for t in texts]) @ self.embedder.encode(
+        [element_text(n) for n in names]).T
+    return [[(names[j], float(row[j])) for j in np.argsort(-row)[:max(k, 20)]] for row in sims]
 
-    def match_many(self, texts: list[str],  # relation texts
-                   k: int = 5,  # candidates per text
-                  ) -> list[list[Candidate]]:
-        "For each text, the k best relations / attribute keys, best first."
-        if not texts: return []
-        best = [dict() for _ in texts]  # (name, kind) -> best similarity
-        for kind, coll in (('relation', 'relations'), ('attribute', 'attributes')):
-            n = len(self.names[kind])
-            if n == 0: continue
-            for b, hits in zip(best, self._name_hits(coll, kind, texts, k)):
-                for name, s in hits: b[(name, kind)] = max(b.get((name, kind), -1.0), s)
-        if self._alias_texts:
-            sims = self.embedder.encode([element_text(t) for t in texts]) @ self.embedder.encode(self._alias_texts).T
-            for t, b, row in zip(texts, best, sims):
-                if t.lower() in self.generic: continue
-                for (name, kind), s in zip(self._alias_owner, row.tolist()):
-                    b[(name, kind)] = max(b.get((name, kind), -1.0), s)
-        return [[Candidate(n, kd, round(float(s), 4)) for (n, kd), s in sorted(b.items(), key=lambda kv: -kv[1])[:k]]
-                for b in best]
+# %% ../../nbs/53_systems.qgraph.ipynb #37d36387
+@patch
+def match_many(self: RelationMatcher, texts: list[str],  # relation texts
+               k: int = 5,  # candidates per text
+              ) -> list[list[Candidate]]:
+    "For each text, the k best relations / attribute keys, best first."
+    if not texts: return []
+    best = [dict() for _ in texts]  # (name, kind) -> best similarity
+    for kind, coll in (('relation', 'relations'), ('attribute', 'attributes')):
+        n = len(self.names[kind])
+        if n == 0: continue
+        for b, hits in zip(best, self._name_hits(coll, kind, texts, k)):
+            for name, s in hits: b[(name, kind)] = max(b.get((name, kind), -1.0), s)
+    if self._alias_texts:
+        sims = self.embedder.encode([element_text(t) for t in texts]) @ self.embedder.encode(self._alias_texts).T
+        for t, b, row in zip(texts, best, sims):
+            if t.lower() in self.generic: continue
+            for (name, kind), s in zip(self._alias_owner, row.tolist()):
+                b[(name, kind)] = max(b.get((name, kind), -1.0), s)
+    return [[Candidate(n, kd, round(float(s), 4)) for (n, kd), s in sorted(b.items(), key=lambda kv: -kv[1])[:k]]
+            for b in best]
 
-    def concept_similarity(self, texts: list[str]) -> list[tuple[str, float]]:
-        "For each text, the nearest concept name and its similarity ('' and 0 when the KG has no concepts)."
-        if not self.concepts or not texts: return [('', 0.0) for _ in texts]
-        sims = self.embedder.encode(list(texts)) @ self.embedder.encode(self.concepts).T
-        return [(self.concepts[int(j)], float(row[j])) for row, j in zip(sims, sims.argmax(1))]
+# %% ../../nbs/53_systems.qgraph.ipynb #f44607f2
+@patch
+def concept_similarity(self: RelationMatcher, texts: list[str]) -> list[tuple[str, float]]:
+    "For each text, the nearest concept name and its similarity ('' and 0 when the KG has no concepts)."
+    if not self.concepts or not texts: return [('', 0.0) for _ in texts]
+    sims = self.embedder.encode(list(texts)) @ self.embedder.encode(self.concepts).T
+    return [(self.concepts[int(j)], float(row[j])) for row, j in zip(sims, sims.argmax(1))]
 
 # %% ../../nbs/53_systems.qgraph.ipynb #10fe5ba6
 METAQA_RELATION_ALIASES = {
@@ -319,6 +331,7 @@ class NOP:
 
     @property
     def kind(self) -> str:
+        "What the phrase does: 'compare', 'select', 'count' or 'logical'."
         return ('compare' if self.op in ('>', '<', '>=', '<=', '=', '!=') else 'select' if self.op in ('max', 'min')
                 else 'count' if self.op == 'count' else 'logical')
 
@@ -484,6 +497,7 @@ def find_mentions(parse: Parse,  # the parsed, masked question
         m.order = (parse.distance(anchor, m.token), abs(anchor - m.token)) if anchor is not None else (0, m.token)
     return sorted(out, key=lambda m: m.order)
 
+# %% ../../nbs/53_systems.qgraph.ipynb #7984d581
 def _fallback_mention(parse, matcher, toks, cands, texts, k, focus) -> list[Mention]:
     "The best-scoring word when none reached the threshold; prepositions of a copula count here ('are about [X]')."
     extra = [t.i for t in parse.tokens if t.pos == 'ADP' and parse.tokens[t.head].lemma == 'be']
@@ -494,6 +508,7 @@ def _fallback_mention(parse, matcher, toks, cands, texts, k, focus) -> list[Ment
     i, ranked = max(pool, key=lambda x: x[1][0].score)
     return [Mention(i, parse.tokens[i].text.lower(), 'relation', ranked, score=ranked[0].score, focus=i == focus)]
 
+# %% ../../nbs/53_systems.qgraph.ipynb #7a2e704e
 def _attach_cues(parse: Parse, marked: Marked, mentions: list[Mention]):
     "Mark the relation mentions that a sharing cue (co-, share, same, together) applies to: the nearest in the tree."
     rel = [m for m in mentions if m.kind == 'relation']
@@ -537,6 +552,7 @@ class QGraph:
     mentions: list[Mention] = field(default_factory=list)  # what the builder read (for inspection)
 
     def add(self, kind: str, label: str, **kw) -> QNode:
+        "A new node of `kind`, appended (its id is its position)."
         n = QNode(len(self.nodes), kind, label, **kw); self.nodes.append(n); return n
 
     def post_order(self) -> list[QNode]:
@@ -636,6 +652,7 @@ def build_qgraph(parse: Parse,  # the parsed masked question
     g.answer = cur.id
     return g
 
+# %% ../../nbs/53_systems.qgraph.ipynb #870630f2
 def _run_text(run: list[Mention]) -> str: return ' '.join(m.text for m in sorted(run, key=lambda m: m.token))
 
 def _merge_candidates(run: list[Mention]) -> list[Candidate]:
@@ -645,6 +662,7 @@ def _merge_candidates(run: list[Mention]) -> list[Candidate]:
             if c.kind == 'relation' and (c.name not in best or c.score > best[c.name].score): best[c.name] = c
     return sorted(best.values(), key=lambda c: -c.score)
 
+# %% ../../nbs/53_systems.qgraph.ipynb #9959a496
 def _constrain_chain(g: QGraph, parse: Parse, mentions: list[Mention], runs: list[list[Mention]], marked: Marked):
     "Concept mentions (and {concept} markup) constrain the set they describe: see `concept_run`."
     props = [n for n in g.nodes if n.kind == PROPAGATE]
@@ -740,34 +758,41 @@ class SubgraphBuilder:
                                              self.concept_threshold, exclude=skip)
         return build_qgraph(parse, marked, mentions, nops)
 
-    def _parse(self, texts: list[str]) -> list[Parse]:
-        many = getattr(self.parser, 'parse_many', None)
-        return many(texts) if many else [self.parser.parse(t) for t in texts]
+# %% ../../nbs/53_systems.qgraph.ipynb #8125a353
+@patch
+def _parse(self: SubgraphBuilder, texts: list[str]) -> list[Parse]:
+    many = getattr(self.parser, 'parse_many', None)
+    return many(texts) if many else [self.parser.parse(t) for t in texts]
 
-    def parse_marked(self, questions: list[str]) -> list[tuple[Parse, Marked]]:
-        "Parse each question, re-parsing with the next placeholder word while the entity's attachment is implausible."
-        out: list = [None] * len(questions)
-        todo = list(range(len(questions)))
-        for k, ph in enumerate(self.placeholders):
-            marked = [mark_question(questions[i], ph) for i in todo]
-            parses = [mark_tokens(p, m) for p, m in zip(self._parse([m.masked for m in marked]), marked)]
-            left = []
-            for i, p, m in zip(todo, parses, marked):
-                if out[i] is None: out[i] = (p, m)  # the first parse is kept unless a later one is plausible
-                if plausible(p, m): out[i] = (p, m)
-                elif k + 1 < len(self.placeholders): left.append(i)
-            todo = left
-            if not todo: break
-        return out
+@patch
+def parse_marked(self: SubgraphBuilder, questions: list[str]) -> list[tuple[Parse, Marked]]:
+    "Parse each question, re-parsing with the next placeholder word while the entity's attachment is implausible."
+    out: list = [None] * len(questions)
+    todo = list(range(len(questions)))
+    for k, ph in enumerate(self.placeholders):
+        marked = [mark_question(questions[i], ph) for i in todo]
+        parses = [mark_tokens(p, m) for p, m in zip(self._parse([m.masked for m in marked]), marked)]
+        left = []
+        for i, p, m in zip(todo, parses, marked):
+            if out[i] is None: out[i] = (p, m)  # the first parse is kept unless a later one is plausible
+            if plausible(p, m): out[i] = (p, m)
+            elif k + 1 < len(self.placeholders): left.append(i)
+        todo = left
+        if not todo: break
+    return out
 
-    def build(self, question: str) -> QGraph:
-        "The subgraph of one question (entities in [brackets], concepts in {braces})."
-        return self.build_many([question])[0]
+# %% ../../nbs/53_systems.qgraph.ipynb #b0272971
+@patch
+def build(self: SubgraphBuilder, question: str) -> QGraph:
+    "The subgraph of one question (entities in [brackets], concepts in {braces})."
+    return self.build_many([question])[0]
 
-    def build_many(self, questions: list[str]) -> list[QGraph]:
-        "Subgraphs of many questions (parsed in batches when the parser has `parse_many`)."
-        return [self.from_parse(p, m) for p, m in self.parse_marked(questions)]
+@patch
+def build_many(self: SubgraphBuilder, questions: list[str]) -> list[QGraph]:
+    "Subgraphs of many questions (parsed in batches when the parser has `parse_many`)."
+    return [self.from_parse(p, m) for p, m in self.parse_marked(questions)]
 
+# %% ../../nbs/53_systems.qgraph.ipynb #0dc97a06
 def path_qgraph(question: str,  # the question (for display)
                 topic: str,  # the topic entity
                 path: list[tuple[str, str]],  # (relation, 'forward' | 'backward') per hop

@@ -42,7 +42,9 @@ class KBView:
         self.extra_concepts = {k: np.unique(np.asarray(v, dtype=np.int64)) for k, v in (extra_concepts or {}).items()}
 
     @property
-    def names(self) -> list[str]: return self.kg.names
+    def names(self) -> list[str]:
+        "The KG's item names, by id."
+        return self.kg.names
 
     def follow(self, ids: np.ndarray,  # source item ids (distinct)
                relation: int,  # relation index
