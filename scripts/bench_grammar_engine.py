@@ -29,7 +29,7 @@ import argparse, json, os, statistics, sys, time
 from pathlib import Path
 
 # before llama.cpp is loaded: OpenMP reads it once, and spinning worker threads slow a shared 2-core machine
-# down several times over (kgqa_nb.llm.backends sets it too, but only when it is the first to load llama.cpp)
+# down several times over (kgqa_nb.llm sets it too, but only when it is the first to load llama.cpp)
 os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
 
 ENGINES = ('none', 'gbnf', 'llguidance', 'xgrammar')
@@ -198,7 +198,8 @@ def run(llm, prompt: str, max_tokens: int, **kw) -> dict:
 
 def bench(grammar_file: Path, prompt_file: Path, model: str, max_tokens: int, repeats: int, engines: list[str]):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from kgqa_nb.llm.backends import Decoding, get_backend
+    from kgqa_nb.llm.base import Decoding
+    from kgqa_nb.llm.presets import get_backend
     text, prompt = grammar_file.read_text(), prompt_file.read_text()
     print(f'grammar {grammar_file.name}: {len(text):,} chars, {text.count("::=")} rules; prompt {prompt_file.name}; '
           f'model {model}; load average (1/5/15 min) at start {load()}', flush=True)
@@ -269,7 +270,9 @@ def bench_codealign(model: str, n_questions: int, n_demos: int, max_tokens: int,
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import llama_cpp
     from kgqa_nb.programs.grammar import program_grammar
-    from kgqa_nb.llm.backends import Decoding, get_backend, resolve_engine
+    from kgqa_nb.llm.base import Decoding
+    from kgqa_nb.llm.llamacpp import resolve_engine
+    from kgqa_nb.llm.presets import get_backend
     from kgqa_nb.programs.parse import parse_generation
     from kgqa_nb.programs.prompts import DemoPool, codealign_prompt
     engines = ['none', 'gbnf'] + (['llguidance'] if resolve_engine('auto') == 'llguidance' else [])
@@ -333,7 +336,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('grammar', nargs='?', type=Path, help='GBNF file (root rule `root`)')
     ap.add_argument('prompt', nargs='?', type=Path, help='prompt text file')
-    ap.add_argument('--model', default='qwen2.5-coder-1.5b', help='a local preset of kgqa_nb.llm.backends, or a .gguf path')
+    ap.add_argument('--model', default='qwen2.5-coder-1.5b', help='a local preset of kgqa_nb.llm, or a .gguf path')
     ap.add_argument('--max-tokens', type=int, default=48)
     ap.add_argument('--repeats', type=int, default=3)
     ap.add_argument('--engines', default='none,gbnf,llguidance,xgrammar')

@@ -15,7 +15,7 @@ from pathlib import Path
 CHILD = r'''
 import json, sys, time
 from llama_cpp import Llama
-from kgqa_nb.llm.backends import local_model_path
+from kgqa_nb.llm.llamacpp import local_model_path
 m = Llama(model_path=str(local_model_path('qwen2.5-coder-1.5b')), n_ctx=1024, n_threads=int(sys.argv[1]),
           verbose=False)
 prompt = ' '.join(f'def f{i}(x): return x + {i}' for i in range(40))

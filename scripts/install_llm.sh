@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the LLM runtime and the two local models that kgqa_nb.llm.backends uses, offline-safe and idempotent.
+# Install the LLM runtime and the two local models that kgqa_nb.llm uses, offline-safe and idempotent.
 #   scripts/install_llm.sh [PYTHON]        PYTHON defaults to .venv/bin/python
 # - openai (client for any OpenAI-compatible server)
 # - llama-cpp-python 0.3.36 with its [server] extra, built from source (about 6+ min of CPU, once).

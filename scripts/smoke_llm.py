@@ -12,7 +12,7 @@ import argparse, signal, subprocess, sys, time
 CHILD = '''
 import sys
 from llama_cpp import Llama
-from kgqa_nb.llm.backends import local_model_path
+from kgqa_nb.llm.llamacpp import local_model_path
 m = Llama(model_path=str(local_model_path(sys.argv[1])), n_ctx=64, n_threads=1, verbose=False)
 out = m.create_completion('Hello', max_tokens=1, temperature=0)
 print(repr(out['choices'][0]['text']))
@@ -40,7 +40,7 @@ def verdict(rc: int,  # the child's return code (negative: killed by that signal
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--model', default='smollm2-135m', help='a key of kgqa_nb.llm.backends.LOCAL_MODELS')
+    ap.add_argument('--model', default='smollm2-135m', help='a key of kgqa_nb.llm.llamacpp.LOCAL_MODELS')
     ap.add_argument('--cmake-args', default='', help='the build flags, to name them in a failure line')
     a = ap.parse_args()
     t0 = time.perf_counter()

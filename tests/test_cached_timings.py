@@ -1,4 +1,4 @@
-"""A rerun from the response cache reports the original run's latency (kgqa_nb.llm.backends, kgqa_nb.systems.pipeline), and a
+"""A rerun from the response cache reports the original run's latency (kgqa_nb.llm, kgqa_nb.systems.pipeline), and a
 local llama.cpp model is closed before interpreter teardown (no destructor traceback at exit)."""
 import json, sqlite3, subprocess, sys, threading
 from dataclasses import replace
@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from kgqa_nb.core import data_dir
-from kgqa_nb.llm.backends import (CachedBackend, Decoding, FakeBackend, LLMBackend, LLMUnavailableError, LlamaCppBackend,
-                         ResponseCache, close_local_models, usage_summary)
-import kgqa_nb.llm.backends as llm
+from kgqa_nb.llm.base import Decoding, FakeBackend, LLMBackend, LLMUnavailableError, usage_summary
+from kgqa_nb.llm.cache import CachedBackend, ResponseCache
+from kgqa_nb.llm.llamacpp import LlamaCppBackend, close_local_models
+import kgqa_nb.llm.llamacpp as llamacpp
 
 GOOD = ("expression_1 = FIND('Tom Hanks', expression_1)\n"
         "expression_1 = RELATE('starred_actors', 'backward', expression_1)\n"
@@ -97,16 +98,16 @@ def test_close_frees_the_model_and_its_last_sampler():
     b.model, b._lock, b._states, b._grammars, b._matchers = 'stand-in', threading.Lock(), [], {}, {}
     b.llm = fake = _Llama()
     sampler = fake._sampler
-    llm._OPEN_LOCAL_MODELS.add(b)
+    llamacpp._OPEN_LOCAL_MODELS.add(b)
     close_local_models()  # what atexit runs
-    assert fake.closed and sampler.closed and b.closed and b not in llm._OPEN_LOCAL_MODELS
+    assert fake.closed and sampler.closed and b.closed and b not in llamacpp._OPEN_LOCAL_MODELS
     b.close()  # again: nothing
     with pytest.raises(LLMUnavailableError, match='closed'): b.complete('x')
 
 
 def test_no_traceback_when_a_process_with_a_local_model_exits(tmp_path):
     pytest.importorskip('llama_cpp', reason='needs llama-cpp-python (scripts/install_llm.sh)')
-    script = ("from kgqa_nb.llm.backends import get_backend, Decoding\n"
+    script = ("from kgqa_nb.llm.base import Decoding; from kgqa_nb.llm.presets import get_backend\n"
               "b = get_backend('smollm2-135m', cache=False, n_ctx=256)\n"
               "print(b.complete('def add(a, b):', Decoding(max_tokens=4, grammar='root ::= \"return\"')).text)\n")
     r = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=300,

@@ -8,7 +8,8 @@ from dataclasses import replace
 import pytest
 
 from kgqa_nb.core import read_jsonl
-from kgqa_nb.llm.backends import LLMUnavailableError, OpenAIBackend
+from kgqa_nb.llm.base import LLMUnavailableError
+from kgqa_nb.llm.openai import OpenAIBackend
 from kgqa_nb.datasets.metaqa import write_mini_metaqa
 from kgqa_nb.programs.prompts import CODEALIGN_ANSWER_START, codealign_steps
 from kgqa_nb.llm.replay import Faults, ReplayServer
@@ -34,7 +35,7 @@ def scripted_gold(questions):
 @pytest.fixture(scope='module')
 def setup(tmp_path_factory):
     from kgqa_nb.systems.experiments import experiment_config
-    from kgqa_nb.llm.backends import FakeBackend
+    from kgqa_nb.llm.base import FakeBackend
     from kgqa_nb.datasets.metaqa_stages import metaqa_questions, metaqa_stages
     root = write_mini_metaqa(tmp_path_factory.mktemp('metaqa'))
     qs = metaqa_questions(n_per_hop=8, root=root)

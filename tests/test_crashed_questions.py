@@ -70,7 +70,7 @@ def test_run_pipeline_returns_crashes_and_retries_them(tmp_path):
     from kgqa_nb.kopl.executor import KoPLExecutor
     from kgqa_nb.kg.store import from_kopl_dict
     from kgqa_nb.core import package_data
-    from kgqa_nb.llm.backends import FakeBackend
+    from kgqa_nb.llm.base import FakeBackend
     from kgqa_nb.systems.pipeline import Stages, run_pipeline
 
     def link(question):

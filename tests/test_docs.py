@@ -173,3 +173,27 @@ def test_in_browser(site, page):
     assert not broken, f'{page}: local links to no file {broken[:5]}'
     assert not errors, f'{page}: console errors {errors[:5]}'
     if page == 'outputs/index.html': assert len(imgs) >= 5, f'the results page shows {len(imgs)} figures'
+
+
+def public_callables_without_docstring() -> list[str]:
+    "Every function and class in a module's `__all__`, and their public methods and properties, that has no docstring."
+    import importlib, inspect, pkgutil, kgqa_nb
+    missing = []
+    for info in pkgutil.walk_packages(kgqa_nb.__path__, 'kgqa_nb.'):
+        if info.name.endswith('_modidx'): continue
+        mod = importlib.import_module(info.name)
+        for name in getattr(mod, '__all__', []):
+            obj = getattr(mod, name, None)
+            if not (inspect.isfunction(obj) or inspect.isclass(obj)) or obj.__module__ != mod.__name__: continue
+            if not (obj.__doc__ or '').strip(): missing.append(f'{info.name}.{name}')
+            if not inspect.isclass(obj): continue
+            for attr, value in vars(obj).items():
+                fn = value.fget if isinstance(value, property) else getattr(value, '__func__', value)
+                if not attr.startswith('_') and inspect.isfunction(fn) and not (fn.__doc__ or '').strip():
+                    missing.append(f'{info.name}.{name}.{attr}')
+    return missing
+
+
+def test_every_public_callable_is_documented():
+    "The site documents every public function, class, method and property: each has a docstring its page shows."
+    assert not public_callables_without_docstring(), public_callables_without_docstring()

@@ -179,7 +179,7 @@ def test_metaqa_pipeline_on_an_endpoint_only_kg(server, tmp_path, config):
     "No kb.txt in the folder: linking, facts, retrieval, grounding, grammar and execution all go to the endpoint."
     from test_mini_metaqa import scripted_gold
     from kgqa_nb.systems.experiments import experiment_config
-    from kgqa_nb.llm.backends import FakeBackend
+    from kgqa_nb.llm.base import FakeBackend
     from kgqa_nb.datasets.metaqa_stages import metaqa_questions, metaqa_stages
     from kgqa_nb.systems.pipeline import run_pipeline, summarize
     url = server['mini-metaqa'][1]
@@ -204,7 +204,7 @@ def test_kqapro_pipeline_on_an_endpoint_only_kg(server, tmp_path):
     "The demo benchmark without kb.json: spaCy linking against the endpoint's names, facts, grounding, execution."
     from kgqa_nb.datasets.kqapro import kqapro_questions, kqapro_rescore, kqapro_stages
     from kgqa_nb.systems.experiments import experiment_config
-    from kgqa_nb.llm.backends import FakeBackend
+    from kgqa_nb.llm.base import FakeBackend
     from kgqa_nb.systems.pipeline import run_pipeline
     from kgqa_nb.programs.prompts import CODEALIGN_ANSWER_START, codealign_steps
     url = server['demo'][1]

@@ -149,12 +149,12 @@ QUESTIONS = [('How many countries have a population greater than 50 million?', [
 @pytest.fixture(scope='module')
 def smollm2():
     pytest.importorskip('llama_cpp', reason='needs llama-cpp-python (scripts/install_llm.sh)')
-    from kgqa_nb.llm.backends import get_backend
+    from kgqa_nb.llm.presets import get_backend
     return get_backend('smollm2-135m', cache=False, n_ctx=8192)
 
 
 def test_constrained_smollm2_writes_only_parseable_programs(smollm2, demo):
-    from kgqa_nb.llm.backends import Decoding
+    from kgqa_nb.llm.base import Decoding
     kg, _ = demo
     demos = DemoPool.manual_kqapro()[:3]
     for level in ('syntax', 'kg'):
@@ -170,7 +170,7 @@ def test_metaqa_kg_grammar_decodes_through_entity_slots_in_llguidance(smollm2):
     """MetaQA's KG level writes 43k entity names as a prefix tree: with llguidance's default lexer fuel the first
     character of a name stopped decoding ('too many expressions constructed'); every gold program must go through."""
     pytest.importorskip('llguidance')
-    from kgqa_nb.llm.backends import LLGuidanceMask
+    from kgqa_nb.llm.llamacpp import LLGuidanceMask
     from kgqa_nb.datasets.metaqa import load_metaqa_split
     kg = load_kb(_need_metaqa())
     m, problem = smollm2.llguidance_matcher(program_grammar('codealign', 'kg', kg=kg).gbnf())
@@ -188,7 +188,8 @@ def test_metaqa_kg_grammar_decodes_through_entity_slots_in_llguidance(smollm2):
 def test_constrained_program_through_the_llama_cpp_server(tmp_path, demo):
     pytest.importorskip('llama_cpp.server', reason='needs llama-cpp-python[server] (scripts/install_llm.sh)')
     from test_llm_server import start_server, stop
-    from kgqa_nb.llm.backends import Decoding, OpenAIBackend
+    from kgqa_nb.llm.base import Decoding
+    from kgqa_nb.llm.openai import OpenAIBackend
     kg, _ = demo
     proc, url = start_server(tmp_path/'server.log', n_ctx=4096, n_batch=64)
     try:
@@ -205,7 +206,7 @@ def test_constrained_program_through_the_llama_cpp_server(tmp_path, demo):
 
 def test_kbcoder_samples_decode_under_the_grammar():
     from kgqa_nb.systems.kbcoder import KBCoder, Variant
-    from kgqa_nb.llm.backends import FakeBackend
+    from kgqa_nb.llm.base import FakeBackend
     grammar = program_grammar('kbcoder', 'syntax').gbnf()
     backend = FakeBackend(default="expression = START('Jamaica')\nexpression = STOP(expression)")
     coder = KBCoder(backend, None, Variant(2), demos=[('what is x', ('JOIN', 'r', 'x'))], grammar=grammar)

@@ -19,7 +19,7 @@ from kgqa_nb.kopl.functions import CLOSED_KINDS, check_program, lookup
 from kgqa_nb.stages.grounding import (Decision, FuzzyIndex, Grounder, TABLE7_GROUPS, as_decision, convert_amount, grounding_accuracy,
                                needed_grounding, normalize_quantity, resolve_unit)
 from kgqa_nb.kg.store import load_kb
-from kgqa_nb.llm.backends import FakeBackend
+from kgqa_nb.llm.base import FakeBackend
 from kgqa_nb.programs.parse import parse_generation, random_program, validate
 
 KG = load_kb(package_data('fixture_kb.json'))
@@ -80,7 +80,7 @@ CHILD = textwrap.dedent('''
     from kgqa_nb.core import package_data
     from kgqa_nb.stages.grounding import FuzzyIndex, Grounder
     from kgqa_nb.kg.store import load_kb
-    from kgqa_nb.llm.backends import FakeBackend
+    from kgqa_nb.llm.base import FakeBackend
     kg = load_kb(package_data('fixture_kb.json'))
     fake = FakeBackend({"['Akron, Ohio']": 'Akron', "['born in']": 'place of birth', "['basketball players']": 'basketball player',
                         "['body height']": 'height'})
@@ -267,7 +267,8 @@ def test_metaqa_missing_direction_from_symkgqa_text(metaqa):
 
 def test_smollm2_chooses_among_candidates(tmp_path):
     pytest.importorskip('llama_cpp')
-    from kgqa_nb.llm.backends import LLMUnavailableError, get_backend
+    from kgqa_nb.llm.base import LLMUnavailableError
+    from kgqa_nb.llm.presets import get_backend
     try: llm = get_backend('smollm2-135m', cache=tmp_path/'responses.sqlite', n_threads=1)
     except LLMUnavailableError as e: pytest.skip(str(e))
     steps = SLIPS[:2]

@@ -10,7 +10,7 @@ from kgqa_nb.kopl.executor import KoPLExecutor
 from kgqa_nb.kg.store import load_kb
 from kgqa_nb.systems.kbcoder import (KBCoder, KBLinker, Variant, bracketed_topic, kg_runner, link_slots, read_generation,
                              search_candidates)
-from kgqa_nb.llm.backends import FakeBackend
+from kgqa_nb.llm.base import FakeBackend
 from kgqa_nb.programs.prompts import PromptError, kbcoder_calls, kopl_to_sexpr
 from kgqa_nb.programs.sexpr import (ConversionError, SExprError, program_to_sexpr, read_sexpr, sexpr_answers, sexpr_to_program,
                            sexpr_to_text, strip_directions, validate_sexpr)

@@ -1,5 +1,5 @@
 """Integration test: llama.cpp's OpenAI-compatible server with SmolLM2-135M on 127.0.0.1, reached through
-`kgqa_nb.llm.backends.OpenAIBackend` (completions endpoint). Needs the LLM packages (scripts/install_llm.sh)."""
+`kgqa_nb.llm.openai.OpenAIBackend` (completions endpoint). Needs the LLM packages (scripts/install_llm.sh)."""
 import os, socket, subprocess, sys, time, urllib.request
 from pathlib import Path
 import pytest
@@ -7,8 +7,10 @@ import pytest
 # before llama.cpp is loaded (importorskip below loads it): OpenMP reads this once, and its spinning threads
 # starve each other on a shared 2-core machine (the in-process tests ran 10-20 times slower without it)
 os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
-from kgqa_nb.llm.backends import (CachedBackend, ConstraintUnsupportedError, Decoding, LLMUnavailableError, OpenAIBackend,
-                         local_model_path, usage_summary)
+from kgqa_nb.llm.base import ConstraintUnsupportedError, Decoding, LLMUnavailableError, usage_summary
+from kgqa_nb.llm.cache import CachedBackend
+from kgqa_nb.llm.openai import OpenAIBackend
+from kgqa_nb.llm.llamacpp import local_model_path
 
 pytest.importorskip('llama_cpp.server', reason='needs llama-cpp-python[server] (scripts/install_llm.sh)')
 
@@ -206,7 +208,7 @@ DIGITS = Decoding(max_tokens=12, grammar='root ::= [0-9] ([ ,] [0-9])*')
 def engines():
     "One SmolLM2 backend per grammar engine."
     pytest.importorskip('llguidance', reason='needs llguidance (scripts/install_llm.sh)')
-    from kgqa_nb.llm.backends import get_backend
+    from kgqa_nb.llm.presets import get_backend
     return {e: get_backend('smollm2-135m', cache=False, engine=e) for e in ('gbnf', 'llguidance')}
 
 
@@ -252,7 +254,7 @@ def test_kopl_grammar_under_both_engines(engines):
 
 
 def test_llguidance_problems_are_call_errors(engines):
-    from kgqa_nb.llm.backends import LLMCallError
+    from kgqa_nb.llm.base import LLMCallError
     b = engines['llguidance']
     for bad, says in [('root ::= [a-', 'Unexpected end of input'), ('root ::= missing', "Rule 'missing' not found"),
                       ('start ::= "a"', "No 'root' rule"), ('root ::= x\nx ::= x "b"', 'NoExtension'),

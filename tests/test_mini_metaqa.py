@@ -110,7 +110,7 @@ def scripted_gold(questions, system):
 @pytest.mark.parametrize('name', ['codealign', 'codealign_kg', 'symkgqa', 'no_facts'])
 def test_the_pipelines_run_end_to_end(mini, tmp_path, name):
     from kgqa_nb.systems.experiments import experiment_config
-    from kgqa_nb.llm.backends import FakeBackend
+    from kgqa_nb.llm.base import FakeBackend
     from kgqa_nb.datasets.metaqa_stages import metaqa_questions, metaqa_stages
     from kgqa_nb.systems.pipeline import run_pipeline, summarize
     root, _, _ = mini
@@ -129,7 +129,7 @@ def test_the_pipelines_run_end_to_end(mini, tmp_path, name):
 def test_the_pipeline_gives_the_same_records_on_oxigraph(mini, tmp_path):
     "kg_backend='oxigraph': programs run on the embedded SPARQL store, with the in-memory run's predictions."
     from kgqa_nb.systems.experiments import experiment_config
-    from kgqa_nb.llm.backends import FakeBackend
+    from kgqa_nb.llm.base import FakeBackend
     from kgqa_nb.datasets.metaqa_stages import metaqa_questions, metaqa_stages
     from kgqa_nb.systems.pipeline import run_pipeline, summarize
     root, _, _ = mini

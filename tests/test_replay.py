@@ -5,7 +5,8 @@ import os, socket, subprocess, sys, threading, time, urllib.request
 from pathlib import Path
 import pytest
 
-from kgqa_nb.llm.backends import LLMCallError, LLMUnavailableError, OpenAIBackend, RateLimiter
+from kgqa_nb.llm.base import LLMCallError, LLMUnavailableError
+from kgqa_nb.llm.openai import OpenAIBackend, RateLimiter
 from kgqa_nb.llm.replay import Faults, ReplayServer
 
 PROMPTS = [f'question {i}' for i in range(40)]
@@ -125,7 +126,8 @@ def free_port() -> int:
 
 
 def test_command_line(tmp_path):
-    from kgqa_nb.llm.backends import CachedBackend, Decoding, FakeBackend
+    from kgqa_nb.llm.base import Decoding, FakeBackend
+    from kgqa_nb.llm.cache import CachedBackend
     cache = tmp_path/'responses.sqlite'
     recorded = CachedBackend(FakeBackend(lambda p: 'from the cache', model='m'), cache)
     recorded.complete('cached prompt', Decoding(max_tokens=9))

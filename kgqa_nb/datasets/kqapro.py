@@ -76,7 +76,7 @@ def kqapro_questions(folder: str | Path,  # a KQA Pro-style folder
 
 # %% ../../nbs/70_datasets.kqapro.ipynb #d0299254
 def kqapro_stages(folder: str | Path,  # a KQA Pro-style folder (kb.json, train.json)
-                  backend,  # the LLM (`kgqa_nb.llm.backends.LLMBackend`)
+                  backend,  # the LLM (`kgqa_nb.llm.base.LLMBackend`)
                   grounding: bool = True,  # build the grounder
                   pool_size: int = 100,  # N, the coverage pool for D' and dynamic demonstrations
                   seed: int = 0,  # pool sample seed

@@ -11,7 +11,7 @@ from typing import Sequence
 
 from ..stages.demos import demo_from_record, relation_path
 from ..kopl.executor import KoPLExecutor
-from ..llm.backends import LLMBackend
+from ..llm.base import LLMBackend
 from .metaqa import execute_without_topic, load_metaqa_split
 from ..systems.pipeline import Question, Stages
 from ..programs.prompts import Demo

@@ -15,7 +15,7 @@ import numpy as np
 from ..core import KGQAError, data_dir, package_data
 from ..kg.embed import Embedder, element_text
 from ..systems.kbcoder import KBCoder, Variant, rename_leaves
-from ..llm.backends import Decoding, LLMBackend
+from ..llm.base import Decoding, LLMBackend
 from ..programs.parse import parse_generation
 from ..programs.prompts import Demo, codealign_prompt
 from ..programs.sexpr import (SExprError, read_sexpr, sexpr_to_program, sexpr_to_text, strip_directions,

@@ -21,7 +21,7 @@ from ..core import KGQAError, cache_dir
 from ..kg.embed import element_text, kg_elements, kg_fingerprint
 from ..kopl.functions import (CLOSED_KINDS, FUNCTIONS, PARAM_KINDS, KoPLFunction, ProgramError, accepts,
                                infer_dependencies, input_problem, lookup, parse_date)
-from ..llm.backends import Decoding
+from ..llm.base import Decoding
 from ..programs.parse import (Issue, ParseResult, canonical_function, issue_from_error, parse_grounding_answer,
                                     validate)
 from ..programs.prompts import grounding_prompt

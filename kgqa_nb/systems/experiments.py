@@ -37,10 +37,11 @@ def experiment_config(config: str = 'manual_demos',  # a key of `pipeline.NAMED_
 # %% ../../nbs/51_systems.experiments.ipynb #482a634a
 FAKE_PROGRAM = "expression_1 = FIND('x')\nexpression_1 = WHAT(expression_1)\nexpression_1 = STOP(expression_1)"
 
-def experiment_backend(model: str,  # a `kgqa_nb.llm.backends` preset name, or 'fake'
+def experiment_backend(model: str,  # a `kgqa_nb.llm` preset name, or 'fake'
                        **overrides,  # passed to `get_backend` (n_ctx=, base_url=, ...)
                       ):
     "The backend for `model`; 'fake' gives a scripted backend for smoke tests."
-    from kgqa_nb.llm.backends import FakeBackend, get_backend
+    from kgqa_nb.llm.base import FakeBackend
+    from kgqa_nb.llm.presets import get_backend
     if model == 'fake': return FakeBackend(default=FAKE_PROGRAM)
     return get_backend(model, **overrides)

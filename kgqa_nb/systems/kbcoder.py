@@ -20,8 +20,7 @@ from ..core import KGQAError, read_jsonl, open_jsonl_append
 from ..kg.embed import element_text, kg_elements
 from ..eval.metrics import wilson_interval
 from ..datasets.metaqa import BRACKETED_TOPIC
-from ..llm.backends import (
-    Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error)
+from ..llm.base import Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error
 from ..programs.parse import PARSE_ERRORS, parse_kbcoder
 from ..programs.prompts import Demo, PromptParts, kbcoder_prompt
 from ..programs.sexpr import (
@@ -429,7 +428,7 @@ def resume_jsonl(path: str | Path,  # the JSONL file (appended to)
                  make_record: Callable,  # (item, key) -> record (with `settings` and the key field)
                  key: str = 'idx',  # the record field holding the key
                  max_new: int | None = None,  # make at most this many new records (None: all)
-                 concurrency: int = 1,  # items in flight (`kgqa_nb.llm.backends.run_concurrently`; a served model)
+                 concurrency: int = 1,  # items in flight (`kgqa_nb.llm.base.run_concurrently`; a served model)
                 ) -> tuple[list[dict], int]:
     ("(records of `items` in order, number made now): only items without a record of these settings are done, each "
      "written as soon as it is made.")

@@ -20,8 +20,7 @@ from ..stages.grounding import GroundingResult, TABLE7_GROUPS, grounding_accurac
 from ..stages.demos import relation_path
 from ..stages.facts import FactsResult, prompt_facts
 from ..stages.linking import Linked
-from ..llm.backends import (
-    Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error)
+from ..llm.base import Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error
 from ..programs.parse import ParseResult, parse_generation
 from ..programs.prompts import Demo, PromptParts
 from ..programs.grammar import PROGRAM_FORMATS, kg_vocabulary, program_grammar
