@@ -9,7 +9,9 @@ Hits@1/3/10 (head and tail queries, realistic ranks), and the time of a training
 (with 16 and with 2 threads by default: a few steps timed, extrapolated to an epoch). The split is `bench_complex`'s
 (kg_triples of `load_kb`, 5% valid, 5% test, seed 0), so the numbers compare with its CPU run.
 
-Needs only torch and numpy (tqdm is used when installed); run from the repository root, without installing kgqa_nb:
+Needs only torch, numpy and fastcore (pure Python: `pip install fastcore`, or this environment's `fastcore` folder on
+PYTHONPATH; the KG store builds its classes with fastcore's `@patch`); tqdm is used when installed. Run from the
+repository root, without installing kgqa_nb:
 
     python3 scripts/kge_device_check.py --kb PATH/kb.txt --out OUTDIR --seconds 240
 

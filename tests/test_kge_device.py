@@ -48,10 +48,10 @@ def test_script_smoke_on_cpu(tmp_path, capsys):
 
 
 def _minimal_site(dest: Path) -> Path:
-    "A folder holding only torch, numpy and what torch requires (links into this environment): what the GPU box has."
+    "A folder holding only torch, numpy, fastcore and what they require (links into this environment): the GPU box's."
     from packaging.requirements import Requirement
     dest.mkdir()
-    todo, seen = ['torch', 'numpy'], set()
+    todo, seen = ['torch', 'numpy', 'fastcore'], set()
     while todo:
         name = todo.pop()
         if name.lower() in seen: continue
@@ -66,7 +66,7 @@ def _minimal_site(dest: Path) -> Path:
 
 
 def test_script_runs_with_only_torch_and_numpy(tmp_path):
-    "No tqdm, fastcore, pandas, matplotlib, pykeen...: the script and kgqa_nb.kge.complex need torch and numpy only."
+    "No tqdm, pandas, matplotlib, pykeen...: the script and kgqa_nb.kge.complex need torch, numpy and fastcore only."
     site = _minimal_site(tmp_path/'site')
     out = tmp_path/'out'
     env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')} | {'PYTHONPATH': str(site)}
