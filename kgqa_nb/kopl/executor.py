@@ -10,11 +10,11 @@ import numpy as np
 from fastcore.basics import patch
 from ..core import KGQAError
 from ..kg.store import KG, ValueArrays, STRING, QUANTITY, DATE, YEAR, parse_time
-from .functions import check_program, Step, InvalidInputError, ProgramError
+from .functions import FUNCTIONS, check_program, Step, InvalidInputError, ProgramError
 
 # %% auto #0
 __all__ = ['SMALL', 'Ents', 'Vals', 'ExecutionError', 'TextTarget', 'Target', 'split_quantity', 'verdict', 'read_text_target',
-           'read_target', 'compare', 'ranges', 'KoPLExecutor']
+           'read_target', 'compare', 'ranges', 'KoPLExecutor', 'document_from_registry']
 
 # %% ../../nbs/11_kopl.executor.ipynb #9712950c
 @dataclass
@@ -246,11 +246,9 @@ def FindAll(self: KoPLExecutor) -> Ents:
     return self._every
 @patch
 def Find(self: KoPLExecutor, entity: str) -> Ents:
-    "The entities with the given name."
     return Ents(self._names(entity))
 @patch
 def QueryName(self: KoPLExecutor, ents: Ents) -> list[str]:
-    "The names of the input entities."
     return [self.kg.names[i] for i in ents.ids]
 @patch
 def Count(self: KoPLExecutor, ents: Ents) -> int:
@@ -259,7 +257,6 @@ def Count(self: KoPLExecutor, ents: Ents) -> int:
 
 @patch
 def FilterConcept(self: KoPLExecutor, ents: Ents, concept: str) -> Ents:
-    "The input entities that belong to the concept (or a sub-concept)."
     members = self.kg.concept_set(concept)
     if ents.every: return Ents(members)
     if len(ents.ids) <= SMALL:
@@ -271,35 +268,27 @@ def FilterConcept(self: KoPLExecutor, ents: Ents, concept: str) -> Ents:
 # %% ../../nbs/11_kopl.executor.ipynb #b6abc0a8
 @patch
 def FilterStr(self: KoPLExecutor, ents, key, value):
-    "The input entities whose string attribute equals the value."
     return self._filter_attr(ents, key, value, '=', 'string')
 @patch
 def FilterNum(self: KoPLExecutor, ents, key, value, op):
-    "The input entities whose quantity attribute compares to the value with op."
     return self._filter_attr(ents, key, value, op, 'quantity')
 @patch
 def FilterYear(self: KoPLExecutor, ents, key, value, op):
-    "The input entities whose year attribute compares to the value with op."
     return self._filter_attr(ents, key, value, op, 'year')
 @patch
 def FilterDate(self: KoPLExecutor, ents, key, value, op):
-    "The input entities whose date attribute compares to the value with op."
     return self._filter_attr(ents, key, value, op, 'date')
 @patch
 def QFilterStr(self: KoPLExecutor, ents, qkey, qvalue):
-    "The input facts whose string qualifier equals the value."
     return self._filter_qual(ents, qkey, qvalue, '=', 'string')
 @patch
 def QFilterNum(self: KoPLExecutor, ents, qkey, qvalue, op):
-    "The input facts whose quantity qualifier compares to the value with op."
     return self._filter_qual(ents, qkey, qvalue, op, 'quantity')
 @patch
 def QFilterYear(self: KoPLExecutor, ents, qkey, qvalue, op):
-    "The input facts whose year qualifier compares to the value with op."
     return self._filter_qual(ents, qkey, qvalue, op, 'year')
 @patch
 def QFilterDate(self: KoPLExecutor, ents, qkey, qvalue, op):
-    "The input facts whose date qualifier compares to the value with op."
     return self._filter_qual(ents, qkey, qvalue, op, 'date')
 
 # %% ../../nbs/11_kopl.executor.ipynb #0f1cd683
@@ -317,25 +306,21 @@ def Relate(self: KoPLExecutor, ents: Ents, relation: str, direction: str) -> Ent
 
 @patch
 def And(self: KoPLExecutor, a: Ents, b: Ents) -> Ents:
-    "The intersection of two entity sets."
     if a.every or b.every:
         return Ents(np.unique(b.ids if a.every else a.ids)) if not (a.every and b.every) else self._every
     return Ents(np.intersect1d(a.ids, b.ids))
 
 @patch
 def Or(self: KoPLExecutor, a: Ents, b: Ents) -> Ents:
-    "The union of two entity sets."
     return self._every if (a.every or b.every) else Ents(np.union1d(a.ids, b.ids))
 
 # %% ../../nbs/11_kopl.executor.ipynb #c9061436
 @patch
 def QueryAttr(self: KoPLExecutor, ents: Ents, key: str) -> Vals:
-    "The values of an attribute of the input entities."
     return Vals(self.kg.attr_val, self._key_rows_of(ents.ids, key))
 
 @patch
 def QueryAttrUnderCondition(self: KoPLExecutor, ents: Ents, key: str, qkey: str, qvalue: str) -> Vals:
-    "The attribute values whose fact has the given qualifier value."
     kg = self.kg
     t = read_target(kg, qvalue, self._key_type(qkey))
     rows = self._key_rows_of(ents.ids, key)
@@ -346,7 +331,6 @@ def QueryAttrUnderCondition(self: KoPLExecutor, ents: Ents, key: str, qkey: str,
 
 @patch
 def QueryAttrQualifier(self: KoPLExecutor, ents: Ents, key: str, value: str, qkey: str) -> Vals:
-    "The qualifier values of the attribute fact with the given value."
     kg = self.kg
     t = read_target(kg, value, self._key_type(key))
     rows = self._key_rows_of(ents.ids, key)
@@ -366,12 +350,10 @@ def _forward_rows(self: KoPLExecutor, s: Ents, t: Ents) -> np.ndarray:
 
 @patch
 def QueryRelation(self: KoPLExecutor, s: Ents, t: Ents) -> list[str]:
-    "The relations from the first entities to the second."
     return [self.kg.relations.items[r] for r in self.kg.rel_rel[self._forward_rows(s, t)]]
 
 @patch
 def QueryRelationQualifier(self: KoPLExecutor, s: Ents, t: Ents, relation: str, qkey: str) -> Vals:
-    "The qualifier values of the relation facts between the entities."
     kg = self.kg
     rows = self._forward_rows(s, t)
     rows = rows[kg.rel_rel[rows] == kg.relations.get(relation)]
@@ -408,17 +390,23 @@ def _verify(self: KoPLExecutor, vals: Vals, value: str, op: str, typ: str) -> st
 
 @patch
 def VerifyStr(self: KoPLExecutor, vals, value):
-    "Whether the values equal the string."
     return self._verify(vals, value, '=', 'string')
 @patch
 def VerifyNum(self: KoPLExecutor, vals, value, op):
-    "Whether the quantity values compare to the value with op."
     return self._verify(vals, value, op, 'quantity')
 @patch
 def VerifyYear(self: KoPLExecutor, vals, value, op):
-    "Whether the year values compare to the value with op."
     return self._verify(vals, value, op, 'year')
 @patch
 def VerifyDate(self: KoPLExecutor, vals, value, op):
-    "Whether the date values compare to the value with op."
     return self._verify(vals, value, op, 'date')
+
+# %% ../../nbs/11_kopl.executor.ipynb #9fb035b9
+def document_from_registry(cls: type) -> type:
+    "Give each KoPL function method of `cls` that has no docstring the registry's sentence for it; returns `cls`."
+    for name, spec in FUNCTIONS.items():
+        method = getattr(cls, name, None)
+        if method is not None and not method.__doc__: method.__doc__ = spec.doc[0].upper() + spec.doc[1:] + '.'
+    return cls
+
+document_from_registry(KoPLExecutor);

@@ -37,7 +37,7 @@ def experiment_config(config: str = 'manual_demos',  # a key of `pipeline.NAMED_
 # %% ../../nbs/51_systems.experiments.ipynb #482a634a
 FAKE_PROGRAM = "expression_1 = FIND('x')\nexpression_1 = WHAT(expression_1)\nexpression_1 = STOP(expression_1)"
 
-def experiment_backend(model: str,  # a `kgqa_nb.llm` preset name, or 'fake'
+def experiment_backend(model: str,  # a `kgqa_nb.llm.presets` preset name, or 'fake'
                        **overrides,  # passed to `get_backend` (n_ctx=, base_url=, ...)
                       ):
     "The backend for `model`; 'fake' gives a scripted backend for smoke tests."
