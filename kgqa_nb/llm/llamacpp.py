@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
 from fastcore.basics import patch
-from ..core import KGQAError
+from ..core import KGQAError, cache_dir
 from .base import Completion, Decoding, LLMBackend, LLMCallError, LLMUnavailableError
 from .openai import import_or_explain
 

@@ -14,8 +14,8 @@ from ..datasets.metaqa import BRACKETED_TOPIC
 
 # %% auto #0
 __all__ = ['MODES', 'SPACY_MODEL', 'DEFAULT_CONCEPT_ALIASES', 'LinkingError', 'Linked', 'mention', 'linked_from_mentions',
-           'link_oracle', 'link_metaqa', 'load_spacy', 'name_table', 'concept_table', 'EntityLinker', 'linking_scores',
-           'drop_a_letter']
+           'link_oracle', 'link_metaqa', 'load_spacy', 'name_table', 'concept_table', 'name_suffixes', 'initials',
+           'acronym_table', 'EntityLinker', 'linking_scores', 'drop_a_letter']
 
 # %% ../../nbs/40_stages.linking.ipynb #126af856
 class LinkingError(KGQAError, ValueError):
@@ -42,7 +42,7 @@ def mention(text: str,  # the text in the question
             name: str,  # the KG name it was linked to
             kind: str,  # 'entity' | 'concept'
             score: float,  # 1.0 for exact matches; the fuzzy ratio / 100 or cosine similarity otherwise
-            how: str,  # 'bracket', 'verbatim', 'exact', 'plural', 'alias', 'fuzzy', 'embedding', 'gold'
+            how: str,  # 'bracket', 'verbatim', 'exact', 'plural', 'alias', 'partial', 'acronym', 'demonym', 'fuzzy', ...
            ) -> dict:
     "One mention as a plain dict."
     return {'text': text, 'start': start, 'end': end, 'name': name, 'kind': kind,
@@ -128,13 +128,43 @@ def concept_table(concepts: list[str],  # the KG's concept names
     for c in concepts: table[norm_text(c)] = (c, 'exact')
     return table
 
+# %% ../../nbs/40_stages.linking.ipynb #cd78ad5c
+_FUNCTION_WORDS = frozenset({'of', 'the', 'and', 'for', 'de', 'in', 'on', 'a', 'an'})
+_META_WORDS = frozenset({'KB', 'KG'})  # what questions call the knowledge base itself, never an entity's initials
+
+def name_suffixes(names: list[str],  # entity names
+                  stopwords: set,  # words that cannot make an ending on their own
+                 ) -> dict[str, set[str]]:
+    "Proper token endings of multi-word names, lowercased ('nolan', 'best picture') -> the names that end so."
+    out: dict[str, set[str]] = {}
+    for n in names:
+        toks = n.split()
+        for k in range(1, len(toks)):
+            part = toks[k:]
+            if not part[0][:1].isupper() or all(w.lower().strip(':,.') in stopwords for w in part): continue
+            if len(part) == 1 and len(part[0]) < 3: continue
+            out.setdefault(norm_text(' '.join(part)), set()).add(n)
+    return out
+
+def initials(name: str) -> str:
+    "The first letters of a name's words, upper-cased, function words left out."
+    return ''.join(w[0].upper() for w in re.findall(r"[A-Za-z][\w'-]*\.?", name) if w.lower() not in _FUNCTION_WORDS)
+
+def acronym_table(names: list[str]) -> dict[str, set[str]]:
+    "Initials (2-5 letters) of multi-word names -> the names."
+    out: dict[str, set[str]] = {}
+    for n in names:
+        a = initials(n)
+        if len(n.split()) > 1 and 2 <= len(a) <= 5: out.setdefault(a, set()).add(n)
+    return out
+
 # %% ../../nbs/40_stages.linking.ipynb #816fcc99
 _NUMERIC_LABELS = frozenset({'DATE', 'TIME', 'PERCENT', 'MONEY', 'QUANTITY', 'ORDINAL', 'CARDINAL'})
 _POSSESSIVES = frozenset({'whose', 'its', 'his', 'her', 'their', 'my', 'our', 'your'})
 _DETERMINERS = frozenset({'the', 'a', 'an', 'this', 'that', 'these', 'those', 'which', 'what', 'how', 'many', 'much',
                           'some', 'any', 'each', 'every'})
 _TOKEN = re.compile(r"\w+|[^\w\s]")
-_HOW_RANK = {'exact': 0, 'plural': 0, 'alias': 0, 'fuzzy': 1, 'embedding': 2}
+_HOW_RANK = {'exact': 0, 'plural': 0, 'alias': 0, 'partial': 0, 'acronym': 0, 'demonym': 0, 'fuzzy': 1, 'embedding': 2}
 
 @dataclass
 class _Candidate:
@@ -161,6 +191,7 @@ class EntityLinker:
                  embedding_threshold: float = 0.8,  # minimum cosine of an embedding entity match
                  concept_embedding_threshold: float = 0.8,  # minimum cosine of an embedding concept match
                  concept_aliases: dict[str, str] | None = None,  # default DEFAULT_CONCEPT_ALIASES
+                 partial_names: bool = True,  # also name endings, acronyms, nationality adjectives, plurals (below)
                 ):
         self.kg, self.index, self.nlp = kg, index, nlp or load_spacy()
         self.fuzzy_threshold, self.embedding_threshold = fuzzy_threshold, embedding_threshold
@@ -175,6 +206,10 @@ class EntityLinker:
         longest = max([len(_TOKEN.findall(n)) for n in [*self.entities, *self.concepts, *self.schema]] or [1])
         self.max_span = min(longest, 16)  # in tokens; the regex splits at least as finely as spaCy
         self._stopwords = load_stopwords()
+        self.partial_names = partial_names
+        self.suffixes = name_suffixes(self.entity_names, self._stopwords) if partial_names else {}
+        self.acronyms = acronym_table(self.entity_names) if partial_names else {}
+        self.one_word_names = [n for n in self.entity_names if ' ' not in n and n[:1].isupper() and len(n) >= 4]
 
 # %% ../../nbs/40_stages.linking.ipynb #91fc8e29
 @patch
@@ -335,6 +370,70 @@ def approximate_candidates(self: EntityLinker, doc, taken: list[_Candidate]) -> 
     heads = self._concept_head_probes(doc, taken + out)
     return out + self._embedding_candidates(doc, todo, heads)
 
+# %% ../../nbs/40_stages.linking.ipynb #a4f9eeda
+def _sole(names) -> str | None: return next(iter(names)) if names and len(names) == 1 else None
+
+@patch
+def plural_entity(self: EntityLinker, doc, i: int, j: int) -> str | None:
+    "The entity a plural span names in the singular ('physicists' -> 'physicist'), unless the span is a concept form."
+    last = doc[j - 1]
+    if last.tag_ not in ('NNS', 'NNPS') or last.lemma_ == last.lower_: return None
+    singular = ' '.join([t.text for t in doc[i:j - 1]] + [last.lemma_])
+    if self.exact_concept(doc[i:j].text) or self.exact_concept(singular): return None
+    return self.exact_entity(singular)
+
+@patch
+def acronym_entity(self: EntityLinker, text: str) -> str | None:
+    "The one entity whose initials are `text` (or start with it), or None."
+    if text in _META_WORDS or not (text.isupper() and 2 <= len(text) <= 5): return None
+    names = self.acronyms.get(text) or {n for a, ns in self.acronyms.items() if a.startswith(text) for n in ns}
+    caps = lambda n: sum(w[:1].isupper() for w in n.split())
+    ranked = sorted(names, key=lambda n: (-caps(n), n))
+    return ranked[0] if len(ranked) == 1 or (ranked and caps(ranked[0]) > caps(ranked[1])) else None
+
+@patch(cls_method=True)
+def _in_longer_name(cls: EntityLinker, doc, i: int, j: int) -> bool:
+    "Whether the span is part of a longer run of capitalised words (the question's first word aside)."
+    return (i > 1 and doc[i - 1].text[:1].isupper()) or (j < len(doc) and doc[j].text[:1].isupper())
+
+# %% ../../nbs/40_stages.linking.ipynb #d08af529
+@patch
+def partial_candidates(self: EntityLinker, doc) -> list[_Candidate]:
+    "Plural entity names, then name endings and initials, for spans that spell no entity name."
+    out = []
+    for i, j in self._spans(doc):
+        span = doc[i:j]
+        found = lambda name, score, how: _Candidate(span.start_char, span.end_char, span.text, name, 'entity',
+                                                   score, how)
+        name = self.plural_entity(doc, i, j)
+        if name: out.append(found(name, 1.0, 'plural')); continue
+        if (not span.text[:1].isupper() or self.exact_entity(span.text) or (i == 0 and j == 1)
+                or self._in_longer_name(doc, i, j)): continue
+        name = _sole(self.suffixes.get(norm_text(span.text)))
+        if name: out.append(found(name, 0.95, 'partial')); continue
+        name = self.acronym_entity(span.text) if j - i == 1 else None
+        if name: out.append(found(name, 0.9, 'acronym'))
+    return out
+
+@patch
+def demonym_candidates(self: EntityLinker, doc) -> list[_Candidate]:
+    "Capitalised adjectives before a noun that stand for exactly one one-word name ('German' cities -> Germany)."
+    out = []
+    for t in doc:
+        if t.dep_ != 'amod' or not t.text[:1].isupper() or len(t.text) < 4: continue
+        hits = [n for n in self.one_word_names if n != t.text and (
+            t.text.startswith(n) or (n.startswith(t.text) and len(n) - len(t.text) <= 1)
+            or (len(n) >= 5 and t.text.startswith(n[:-1])))]
+        if len(hits) == 1: out.append(_Candidate(t.idx, t.idx + len(t), t.text, hits[0], 'entity', 1.0, 'demonym'))
+    return out
+
+@patch
+def with_partial_names(self: EntityLinker, doc, exact: list[_Candidate]) -> list[_Candidate]:
+    "The exact candidates with nationality adjectives replacing same-span matches, and partial names resolved in."
+    demonyms = self.demonym_candidates(doc)
+    kept = [c for c in exact if not any((c.start, c.end) == (d.start, d.end) for d in demonyms)]
+    return self.resolve(self.resolve(kept + demonyms) + self.partial_candidates(doc))
+
 # %% ../../nbs/40_stages.linking.ipynb #85969940
 @patch(cls_method=True)
 def resolve(cls: EntityLinker, cands: list[_Candidate]) -> list[_Candidate]:
@@ -356,6 +455,7 @@ def link(self: EntityLinker, question: str,  # the question text
 def link_doc(self: EntityLinker, doc) -> Linked:
     "Realistic E' and C' of a question already parsed by spaCy."
     exact = self.resolve(self.exact_candidates(doc))
+    if self.partial_names: exact = self.with_partial_names(doc, exact)
     chosen = self.resolve(exact + self.approximate_candidates(doc, exact))
     return linked_from_mentions([mention(c.text, c.start, c.end, c.name, c.kind, c.score, c.how) for c in chosen],
                                 'realistic')

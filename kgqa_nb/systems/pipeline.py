@@ -25,14 +25,15 @@ from ..programs.parse import ParseResult, parse_generation
 from ..programs.prompts import Demo, PromptParts
 from ..programs.grammar import PROGRAM_FORMATS, kg_vocabulary, program_grammar
 from ..stages.schema import Retrieved, restricted_vocabulary, schema_block
+from ..stages.answer_type import answer_fits, expected_answer, kind_fits
 
 # %% auto #0
 __all__ = ['SYSTEMS', 'CONSTRAIN_LEVELS', 'LATER_FIELDS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'PipelineConfig', 'LinkerLike',
            'FactsLike', 'DemoRetrieverLike', 'GrounderLike', 'ExecutorLike', 'SchemaRetrieverLike', 'PipelineError',
            'execute_answers', 'Stages', 'constraint_grammar', 'with_facts', 'with_schema', 'question_grammar',
-           'build_prompt', 'ground_and_execute', 'score', 'answer_question', 'Record', 'record_fields', 'is_crashed',
-           'read_records', 'run_pipeline', 'summarize', 'failure_stage', 'interleave', 'subsample', 'question_counts',
-           'incomplete', 'summary_table', 'failure_table', 'grounding_table']
+           'build_prompt', 'ground_and_execute', 'score', 'acceptable', 'answer_question', 'Record', 'record_fields',
+           'is_crashed', 'read_records', 'run_pipeline', 'summarize', 'failure_stage', 'interleave', 'subsample',
+           'question_counts', 'incomplete', 'summary_table', 'failure_table', 'grounding_table']
 
 # %% ../../nbs/50_systems.pipeline.ipynb #050009b9
 @dataclass
@@ -48,7 +49,8 @@ class Question:
 SYSTEMS = ('codealign', 'symkgqa')
 CONSTRAIN_LEVELS = ('off', 'syntax', 'kg')  # as `kgqa_nb.programs.grammar.LEVELS`
 # fields added after records were committed, and their defaults
-LATER_FIELDS = {'constrain': 'off', 'schema': 0, 'schema_grammar': False, 'distinct_skeletons': False}
+LATER_FIELDS = {'constrain': 'off', 'schema': 0, 'schema_grammar': False, 'distinct_skeletons': False,
+                'answer_check': False, 'kind_demos': False}
 
 @dataclass(frozen=True)
 class PipelineConfig:
@@ -68,6 +70,8 @@ class PipelineConfig:
     schema: int = 0  # KG names retrieved per kind (`kgqa_nb.stages.schema`), shown in the prompt (0: none; codealign)
     schema_grammar: bool = False  # the 'kg' grammar allows only those names (samples fall back to all of them)
     distinct_skeletons: bool = False  # dynamic demos: at most one per program skeleton (more structures in sight)
+    answer_check: bool = False  # an answer of the wrong kind for the wording counts as failed (`stages.answer_type`)
+    kind_demos: bool = False  # dynamic demos: those ending in a function of the kind the wording asks for first
 
     def __post_init__(self):
         if self.system not in SYSTEMS: raise ValueError(f'system must be one of {SYSTEMS}, got {self.system!r}')
@@ -313,9 +317,20 @@ def _dressed(cfg: PipelineConfig, st: Stages, demos: list) -> list:
     if cfg.schema: demos = [with_schema(st, d, cfg.schema) for d in demos]
     return demos
 
+def _kind_first(q: Question, cfg: PipelineConfig, st: Stages, linked, widen: int = 5) -> list:
+    "The `cfg.n_demos` nearest of the `widen * n` nearest, those whose program answers the wording's kind first."
+    near = st.demo_index.by_question(q.question, cfg.n_demos * widen, entities=linked.entities,
+                                     concepts=linked.concepts, exclude=[q.id, q.question],
+                                     distinct_skeletons=cfg.distinct_skeletons)
+    kind = expected_answer(q.question)
+    chosen = ([d for d in near if kind_fits(d.program, kind)] + [d for d in near if not kind_fits(d.program, kind)])
+    return chosen[:cfg.n_demos][::-1]  # the most similar last, next to the test question
+
 def _prompt_demos(q: Question, cfg: PipelineConfig, st: Stages, linked) -> list:
     "The demonstrations of the first prompt: none (zero-shot), retrieved for the question, or the fixed set D."
     if cfg.demos == 'dynamic' and cfg.n_demos < 1: demos = []  # zero-shot: no demonstrations at all
+    elif cfg.demos == 'dynamic' and cfg.kind_demos and expected_answer(q.question):
+        demos = _kind_first(q, cfg, st, linked)
     elif cfg.demos == 'dynamic':
         demos = st.demo_index.by_question(q.question, cfg.n_demos, entities=linked.entities, concepts=linked.concepts,
                                           exclude=[q.id, q.question], best_last=True,
@@ -338,16 +353,26 @@ def _generate(cfg: PipelineConfig, st: Stages, parts: PromptParts, decoding: Dec
     rec['attempts'].append(_attempt(kind, c, res, demos))
     return res, _clock(timings, 'parse', t)
 
+def _answers(outcome: dict) -> bool: return not outcome['error'] and bool(outcome['prediction'])
+
+def acceptable(cfg: PipelineConfig, q: Question, outcome: dict) -> bool:
+    "Whether an outcome ends the search: an answer, and with `cfg.answer_check` one of the kind the wording asks for."
+    if not _answers(outcome): return False
+    return not cfg.answer_check or answer_fits(q.question, outcome['program'], outcome['prediction'])
+
 def _sampled_fallback(q: Question, cfg: PipelineConfig, st: Stages, linked, parts: PromptParts, decoding: Decoding,
                       demos: list, outcome: dict, rec: dict, timings: dict) -> dict:
-    "The outcome of the first sampled program that answers (`cfg.sampling_retries` tries), or `outcome`."
-    for k in range(cfg.sampling_retries if (outcome['error'] or not outcome['prediction']) else 0):
+    ("The outcome of the first sampled program that is `acceptable` (`cfg.sampling_retries` tries); else the first "
+     "that answers at all, else `outcome`.")
+    fallback = outcome
+    for k in range(cfg.sampling_retries if not acceptable(cfg, q, outcome) else 0):
         sampled = replace(decoding, temperature=0.3, top_k=30, stop=parts.stop, seed=k + 1,
                           grammar=constraint_grammar(cfg, st))  # all the KG's names again, if `schema_grammar` kept few
         r2, _ = _generate(cfg, st, parts, sampled, rec, timings, 'sample', demos)
         again = ground_and_execute(cfg, st, q, linked, r2, timings)
-        if not again['error'] and again['prediction']: return again
-    return outcome
+        if acceptable(cfg, q, again): return again
+        if not _answers(fallback) and _answers(again): fallback = again
+    return fallback
 
 # %% ../../nbs/50_systems.pipeline.ipynb #375b7afc
 def answer_question(q: Question,  # the question
@@ -589,6 +614,15 @@ NAMED_CONFIGS = {
     'no_facts_kg_guided_4demos': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic',
                                                                             n_demos=4, facts=False, constrain='kg',
                                                                             sampling_retries=2, max_tokens=400),
+    # 'no_facts_kg_guided_4demos', and an answer of the wrong kind for the question's wording ("how many" answered by
+    # a name, "which" by a count, a yes/no question by a number) draws the samples as an empty one does
+    'answer_checked': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=4,
+                                                                 facts=False, constrain='kg', sampling_retries=2,
+                                                                 max_tokens=400, answer_check=True),
+    # and the demonstrations whose programs answer that kind first among the 20 nearest
+    'answer_checked_kind_demos': lambda linking='realistic': PipelineConfig(
+        linking=linking, demos='dynamic', n_demos=4, facts=False, constrain='kg', sampling_retries=2, max_tokens=400,
+        answer_check=True, kind_demos=True),
     # four demonstrations with four different program skeletons: structure before wording
     'distinct_skeletons_guided': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic',
                                                                             n_demos=4, facts=False, constrain='kg',
