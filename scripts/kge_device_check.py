@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ComplEx on the MetaQA KB on a GPU: epochs to convergence, test MRR, and seconds per epoch against the CPU.
 
-Issue 33, item 5. Trains the project's own ComplEx (`kgqa_nb.kge.complex.train_complex`: 1-N cross-entropy, reciprocal
+Issue 33, item 5. Trains the project's own ComplEx (`kgqa_nb.kge.training.train_complex`: 1-N cross-entropy, reciprocal
 relations, N3; dim 200, batch 1,000, Adam lr 1e-2, N3 weight 5e-3 by default) on the MetaQA KB (`head|relation|tail`
 lines) within a time budget, evaluating filtered MRR on the validation split every `--eval-every` epochs and stopping
 after `--patience` evaluations without a better one (the best weights are restored). Then filtered test MRR and
@@ -40,12 +40,12 @@ class _NoBar:
 
 
 def _without_tqdm() -> bool:
-    "Where tqdm is not installed, make kgqa_nb.kge.complex use `_NoBar`; True when it is installed."
+    "Where tqdm is not installed, make kgqa_nb.kge.training use `_NoBar`; True when it is installed."
     try: import tqdm  # noqa: F401
     except ImportError: pass
     else: return True
-    import kgqa_nb.kge.complex
-    kgqa_nb.kge.complex.progress_bar = _NoBar
+    import kgqa_nb.kge.training
+    kgqa_nb.kge.training.progress_bar = _NoBar
     return False
 
 
@@ -82,7 +82,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def time_cpu(train, n_nodes: int, n_rel: int, cfg, threads: int, budget: float, steps_per_epoch: int) -> dict:
     "Seconds per CPU training step with `threads` threads, from as many full batches as fit in about `budget` s."
-    from kgqa_nb.kge.complex import train_complex
+    from kgqa_nb.kge.training import train_complex
     def run(steps):  # one epoch of the trainer over `steps` batches' worth of triples (2 queries per triple)
         sub = train if steps >= steps_per_epoch else train[:max(1, steps*cfg.batch_size//2)]
         c = replace(cfg, epochs=1, eval_every=0, patience=0, max_seconds=None, checkpoint_every=0,
@@ -102,8 +102,9 @@ def main(argv=None) -> dict:
     import numpy as np
     import torch
     from kgqa_nb.kg.store import load_kb
-    from kgqa_nb.kge.complex import (AnswerIndex, TrainConfig, evaluate, kg_triples, pick_device, split_triples,
-                                 train_complex)
+    from kgqa_nb.kge.triples import kg_triples, split_triples
+    from kgqa_nb.kge.evaluation import AnswerIndex, evaluate
+    from kgqa_nb.kge.training import TrainConfig, pick_device, train_complex
     has_tqdm = _without_tqdm()
     out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
     dev = pick_device(args.device)

@@ -1,4 +1,4 @@
-"Fast tests of the ComplEx trainer, its filtered evaluation and the dual KG embeddings (kgqa_nb.kge.complex)."
+"Fast tests of the ComplEx trainer, its filtered evaluation and the dual KG embeddings (the kgqa_nb.kge modules)."
 import os
 import shlex
 from dataclasses import asdict, replace
@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip('torch')
-from kgqa_nb.kge.complex import (AnswerIndex, ComplEx, DualConfig, TrainConfig, evaluate, filtered_ranks, kg_literal_triples,
-                             kg_triples, literal_features, single_kge_triples, split_triples, train_complex, train_literals,
-                             evaluate_literals, read_checkpoint, CheckpointError)
+from kgqa_nb.kge.triples import kg_literal_triples, kg_triples, single_kge_triples, split_triples
+from kgqa_nb.kge.models import ComplEx, DualConfig, literal_features
+from kgqa_nb.kge.evaluation import AnswerIndex, evaluate, evaluate_literals, filtered_ranks
+from kgqa_nb.kge.training import TrainConfig, train_complex, train_literals, read_checkpoint, CheckpointError
 from kgqa_nb.core import KGQAError, package_data
 from kgqa_nb.kg.store import load_kb
 from kgqa_nb.systems.resolver import load_complex

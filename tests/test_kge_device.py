@@ -66,7 +66,7 @@ def _minimal_site(dest: Path) -> Path:
 
 
 def test_script_runs_with_only_torch_and_numpy(tmp_path):
-    "No tqdm, pandas, matplotlib, pykeen...: the script and kgqa_nb.kge.complex need torch, numpy and fastcore only."
+    "No tqdm, pandas, matplotlib, pykeen...: the script and kgqa_nb.kge need torch, numpy and fastcore only."
     site = _minimal_site(tmp_path/'site')
     out = tmp_path/'out'
     env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')} | {'PYTHONPATH': str(site)}

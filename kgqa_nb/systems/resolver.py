@@ -10,7 +10,9 @@ import numpy as np
 import torch
 from ..core import KGQAError
 from ..kg.store import KG, STRING, QUANTITY, DATE, YEAR
-from ..kge.complex import ComplEx, kg_triples, read_checkpoint
+from ..kge.triples import kg_triples
+from ..kge.models import ComplEx
+from ..kge.training import read_checkpoint
 from .qgraph import QGraph, QNode, ENTITY, EXPAND, PROPAGATE, NOP_NODE, Candidate
 
 # %% auto #0
