@@ -42,29 +42,30 @@ PAPERMILL_QUIET := --log-output --no-progress-bar
 PAPERMILL_NOISE := 'Kernel is running over TCP without encryption|^(Executing|Ending) Cell|IProgress not found|from .autonotebook import tqdm'
 main: export
 	mkdir -p $(MAIN_DIR)
-	set -o pipefail; PATH=$(abspath $(BIN)):$$PATH $(BIN)/papermill --cwd nbs $(PAPERMILL_QUIET) \
-	  nbs/run_kqapro.ipynb $(MAIN_DIR)/run_kqapro.ipynb -p n_questions $(MAIN_N) \
-	  -p out_dir ../$(MAIN_DIR)/run_kqapro -p reference ../outputs/run_kqapro/metrics.json 2>&1 \
+	set -o pipefail; PATH=$(abspath $(BIN)):$$PATH $(BIN)/papermill --cwd nbs/experiments $(PAPERMILL_QUIET) \
+	  nbs/experiments/run_kqapro.ipynb $(MAIN_DIR)/run_kqapro.ipynb -p n_questions $(MAIN_N) \
+	  -p out_dir ../../$(MAIN_DIR)/run_kqapro -p reference ../../outputs/run_kqapro/metrics.json 2>&1 \
 	  | tee $(MAIN_DIR)/papermill.log | grep -v -E $(PAPERMILL_NOISE) \
 	  || bash scripts/main_failed.sh $(MAIN_DIR)/papermill.log $(BIN)/python
 
 # The results page outputs/README.md, regenerated from the committed outputs (maintainers, after a measurement).
 report: export
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/papermill --cwd nbs nbs/report.ipynb outputs/report.ipynb
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/papermill --cwd nbs/experiments nbs/experiments/report.ipynb outputs/report.ipynb
 
 # The executor benchmark (ours vs `kopl` vs `kopl-engine`), kept out of the main job.
 bench: export
 	mkdir -p outputs
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/papermill --cwd nbs nbs/bench_executor.ipynb outputs/bench_executor.ipynb -p quick False
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/papermill --cwd nbs/experiments nbs/experiments/bench_executor.ipynb \
+	  outputs/bench_executor.ipynb -p quick False
 
 # The documentation site, what `nbdev_docs` builds, without quarto (which cannot be installed here): nbdev's own
-# processing of every notebook in nbs/ (show_doc cells inserted and executed for every exported name; the numbered
-# component notebooks' examples run the way nbdev_test runs them, so they show their outputs; experiment notebooks are
-# rendered as committed, never executed), then MkDocs + mkdocs-material + mkdocs-jupyter render it to static HTML in
-# the git-ignored _docs/ (intermediate files in _proc/). MkDocs rather than bare nbconvert pages: its sidebar, page
-# tables of contents and search (material's offline plugin: works from file://) come without writing a theme, and
-# all of it installs from PyPI wheels and builds offline. Open _docs/index.html; scripts/build_docs.py says more.
-# `make docs DOCS_ARGS=--no-examples` skips running the examples (show_doc signatures only; faster).
+# processing of every notebook in nbs/ and nbs/experiments/ (show_doc cells inserted and executed for every exported
+# name; the numbered component notebooks' examples run the way nbdev_test runs them, so they show their outputs;
+# experiment notebooks are rendered as committed, never executed), then MkDocs + mkdocs-material + mkdocs-jupyter render
+# it to static HTML in the git-ignored _docs/ (intermediate files in _proc/). MkDocs rather than bare nbconvert pages:
+# its sidebar, page tables of contents and search (material's offline plugin: works from file://) come without writing a
+# theme, and all of it installs from PyPI wheels and builds offline. Open _docs/index.html; scripts/build_docs.py says
+# more. `make docs DOCS_ARGS=--no-examples` skips running the examples (show_doc signatures only; faster).
 DOCS_ARGS ?=
 docs: export
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python scripts/build_docs.py $(DOCS_ARGS)

@@ -6,19 +6,19 @@
 quarto, which `nbdev_docs` renders with, cannot be installed on these machines (its PyPI package downloads the binary at
 build time, and no other registry carries it). So the site is built in two steps:
 
-1. nbdev's own processing, what `nbdev_proc_nbs` runs before quarto: each notebook in nbs/ (whatever is there: no list
-   is kept) goes through `nbdev.processors.FilterDefaults`, which turns the title cell into frontmatter, inserts a
-   `show_doc` cell after every exported function and class (`add_show_docs`), executes them so that every exported
-   name's signature, docments and docstring are on its page, links backticked names to their pages (`add_links`), and
-   drops `#| export`/`#| hide` cells. One processor is replaced: in place of `exec_show_docs` (which runs the export,
-   import and show_doc cells), the numbered component notebooks run every cell that `nbdev_test` runs (same skip
-   flags; `#| data` cells only when the benchmark data is there), in order and in the same shell, so that their
-   examples show their outputs (`--no-examples`: only what exec_show_docs runs). nbdev stops the build at any failing
-   cell, and exec_show_docs alone fails on every notebook with a cell that imports and uses an earlier cell's name
-   (nbdev's FAQ: "cells containing imports and other code"); here only a failing export or show_doc cell stops it,
-   other failures are named in the log and the cells after them shown without outputs. Experiment notebooks (a
-   `skip_exec` frontmatter: papermill notebooks) and notebooks without exports never run a cell: they are rendered as
-   committed.
+1. nbdev's own processing, what `nbdev_proc_nbs` runs before quarto: each notebook in nbs/ and nbs/experiments/
+   (whatever is there: no list is kept) goes through `nbdev.processors.FilterDefaults`, which turns the title cell into
+   frontmatter, inserts a `show_doc` cell after every exported function and class (`add_show_docs`), executes them so
+   that every exported name's signature, docments and docstring are on its page, links backticked names to their pages
+   (`add_links`), and drops `#| export`/`#| hide` cells. One processor is replaced: in place of `exec_show_docs` (which
+   runs the export, import and show_doc cells), the numbered component notebooks run every cell that `nbdev_test` runs
+   (same skip flags; `#| data` cells only when the benchmark data is there), in order and in the same shell, so that
+   their examples show their outputs (`--no-examples`: only what exec_show_docs runs). nbdev stops the build at any
+   failing cell, and exec_show_docs alone fails on every notebook with a cell that imports and uses an earlier cell's
+   name (nbdev's FAQ: "cells containing imports and other code"); here only a failing export or show_doc cell stops it,
+   other failures are named in the log and the cells after them shown without outputs. Experiment notebooks
+   (nbs/experiments/, a `skip_exec` frontmatter: papermill notebooks) and notebooks without exports never run a cell:
+   they are rendered as committed.
 2. The quarto-specific parts of the processed notebooks are translated (frontmatter -> title cell, `#| echo: false`
    -> a `remove_input` tag, directive comments dropped, links to the doc host made relative) and the site is rendered
    by MkDocs with mkdocs-material and mkdocs-jupyter (nbconvert under the hood), all plain PyPI wheels. Chosen over
@@ -42,6 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT/'nbs'
+EXPERIMENTS = NBS/'experiments'  # the papermill notebooks: the site's Experiments section
 README_NB = 'index.ipynb'
 GUIDE_NB, NOTES_NB = 'guide.ipynb', 'results_notes.ipynb'  # the README's details (markdown only): in the nav by Home
 DATA_FLAG = 'data'
@@ -69,17 +70,22 @@ def write_readme(check: bool = False) -> int:
 
 # ---------------------------------------------------------------- step 1: nbdev's processing (one process per notebook)
 def notebooks() -> list[Path]:
-    "Every notebook in nbs/ (settings.ini recursive = False), as nbdev globs them: no `_`/`.` names."
-    return sorted(p for p in NBS.glob('*.ipynb') if not p.name.startswith(('_', '.')))
+    """Every notebook in nbs/ (as nbdev globs them with settings.ini's recursive = False: no `_`/`.` names), then the
+    experiment notebooks in nbs/experiments/. The site's pages are one flat folder, so no two may share a name."""
+    nbs = [p for folder in (NBS, EXPERIMENTS) for p in sorted(folder.glob('*.ipynb'))
+           if not p.name.startswith(('_', '.'))]
+    dup = sorted({p.name for p in nbs if [q.name for q in nbs].count(p.name) > 1})
+    if dup: raise SystemExit(f'notebooks with the same name in nbs/ and nbs/experiments/: {", ".join(dup)}')
+    return nbs
 
 
 def is_component(nb: Path) -> bool: return bool(re.match(r'\d+_', nb.name))
 
 
 def page_names(nbs: list[Path]) -> dict[str, str]:
-    """nbs/<name>.ipynb -> the site's page, named as nbdev names it (`00_core` -> `core.html`: the doc links that
-    `add_links` writes point there). A notebook whose name is taken by a component's page (`report` beside
-    `34_report`) is `<name>_notebook.html`."""
+    """nbs/<name>.ipynb (or nbs/experiments/<name>.ipynb) -> the site's page, named as nbdev names it (`00_core` ->
+    `core.html`: the doc links that `add_links` writes point there). A notebook whose name is taken by a component's
+    page (`report` beside `34_report`) is `<name>_notebook.html`."""
     names = {p.name: re.sub(r'^\d+_', '', p.stem) + '.html' for p in nbs}
     taken = {names[p.name] for p in nbs if is_component(p)}
     return {k: (v.replace('.html', '_notebook.html') if v in taken and not is_component(NBS/k) else v)
@@ -169,7 +175,7 @@ def process_one(args) -> tuple[str, float, str]:
     src, dst = Path(src), Path(dst)
     t = time.time()
     os.environ['IN_TEST'] = '1'  # as nbdev.serve_drv does while processing
-    os.chdir(src.parent)  # as nbdev_test: notebooks' relative paths start in nbs/
+    os.chdir(src.parent)  # as nbdev_test and papermill --cwd: notebooks' relative paths start in their own folder
     import matplotlib; matplotlib.use('Agg')
     from execnb.nbio import read_nb, write_nb
     from nbdev.processors import FilterDefaults, exec_show_docs, strip_ansi

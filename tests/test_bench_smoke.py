@@ -1,4 +1,4 @@
-"Runs the executor benchmark notebook (nbs/bench_executor.ipynb) with papermill in quick mode and checks its JSON report."
+"Runs the executor benchmark notebook (nbs/experiments/bench_executor.ipynb) with papermill in quick mode and checks its JSON report."
 import json
 from pathlib import Path
 import pytest
@@ -7,7 +7,7 @@ papermill = pytest.importorskip('papermill')
 pytest.importorskip('kopl')
 pytest.importorskip('kopl_engine')
 
-NBS = Path(__file__).resolve().parents[1] / 'nbs'
+NBS = Path(__file__).resolve().parents[1] / 'nbs' / 'experiments'
 ENGINES = ('ours', 'kopl', 'kopl-engine')
 
 

@@ -1,4 +1,4 @@
-"Runs nbs/bench_sparql.ipynb (SPARQL engines benchmark) with papermill at a tiny scale and checks its JSON report."
+"Runs nbs/experiments/bench_sparql.ipynb (SPARQL engines benchmark) with papermill at a tiny scale and checks its JSON report."
 import json
 from pathlib import Path
 import pytest
@@ -9,7 +9,7 @@ pytest.importorskip('pyoxigraph')
 from conftest import IN_CI
 from kgqa_nb.kg.endpoints import EngineUnavailable, find_binary
 
-NBS = Path(__file__).resolve().parents[1] / 'nbs'
+NBS = Path(__file__).resolve().parents[1] / 'nbs' / 'experiments'
 ENGINES = ('memory', 'oxigraph-embedded', 'oxigraph-server', 'virtuoso')
 N = 40  # programs per size
 

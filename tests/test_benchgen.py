@@ -192,7 +192,7 @@ def test_metaqa_questions_use_real_names_and_score_as_expected(metaqa):
 
 def test_stats_notebook_smoke(tmp_path):
     pm = pytest.importorskip('papermill')
-    nb = Path(__file__).parents[1]/'nbs'/'benchgen_stats.ipynb'
+    nb = Path(__file__).parents[1]/'nbs'/'experiments'/'benchgen_stats.ipynb'
     pm.execute_notebook(str(nb), str(tmp_path/'out.ipynb'), cwd=str(nb.parent), progress_bar=False, kernel_name='python3', language='python',
                         parameters={'demo_n': 20, 'metaqa_n': 0, 'levels_demo_n': 20, 'levels_metaqa_n': 0,
                                     'out_dir': str(tmp_path), 'cache': str(tmp_path/'cache')})

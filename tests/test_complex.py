@@ -238,7 +238,7 @@ def test_bench_notebook_quick_smoke(tmp_path):
     papermill = pytest.importorskip('papermill')
     pytest.importorskip('pykeen')
     import json
-    nbs = Path(__file__).resolve().parents[1] / 'nbs'
+    nbs = Path(__file__).resolve().parents[1] / 'nbs' / 'experiments'
     papermill.execute_notebook(str(nbs / 'bench_complex.ipynb'), str(tmp_path / 'bench_complex.ipynb'),
                                parameters={'quick': True, 'parts': 'lp,dual', 'threads': 1, 'out_dir': str(tmp_path)},
                                cwd=str(nbs), kernel_name='python3', progress_bar=False)

@@ -1,13 +1,13 @@
 """The documentation site (`make docs`, scripts/build_docs.py) and README.md's source (nbs/index.ipynb).
 
-The site is `_docs/` when that build started after the last change to the notebooks, outputs/README.md, settings.ini
-and the build script (a fresh `make docs`); otherwise the test builds one into a temporary folder with `--no-examples`
-(the component notebooks' examples are not run: about 3 minutes on 2 cores instead of 4 to 5). Checked on every page of the site, from
-the files: a page for each notebook in nbs/ and for the results page, no local href/src that resolves to no file, no
-asset (script, stylesheet, image, font) loaded from the network. Then headless Chromium (Debian's `chromium`, driven
-by the PyPI package `playwright`) opens the home page, one component page and the results page from file://, and
-checks that no request fails, no <img> is missing (naturalWidth > 0), no local link resolves to no file and the
-console shows no error; it saves a screenshot of each page (and of its first figure, if it has one) in
+The site is `_docs/` when that build started after the last change to the notebooks, outputs/README.md, settings.ini and
+the build script (a fresh `make docs`); otherwise the test builds one into a temporary folder with `--no-examples` (the
+component notebooks' examples are not run: about 3 minutes on 2 cores instead of 4 to 5). Checked on every page of the
+site, from the files: a page for each notebook in nbs/ and nbs/experiments/ and for the results page, no local href/src
+that resolves to no file, no asset (script, stylesheet, image, font) loaded from the network. Then headless Chromium
+(Debian's `chromium`, driven by the PyPI package `playwright`) opens the home page, one component page and the results
+page from file://, and checks that no request fails, no <img> is missing (naturalWidth > 0), no local link resolves to
+no file and the console shows no error; it saves a screenshot of each page (and of its first figure, if it has one) in
 `_docs/screenshots/` (git-ignored). Without Chromium (or playwright) the browser test skips with one reason; under CI
 (`CI=true`) that is a failure instead."""
 import ast, json, re, shutil, subprocess, sys
@@ -38,7 +38,7 @@ def test_index_notebook_is_markdown_only():
 
 
 def _inputs_mtime() -> float:
-    files = [*(ROOT/'nbs').glob('*.ipynb'), ROOT/'outputs'/'README.md', ROOT/'scripts'/'build_docs.py', ROOT/'settings.ini']
+    files = [*build_docs.notebooks(), ROOT/'outputs'/'README.md', ROOT/'scripts'/'build_docs.py', ROOT/'settings.ini']
     return max(f.stat().st_mtime for f in files if f.exists())
 
 
@@ -77,7 +77,7 @@ def _broken(page: Path, refs) -> list[str]:
 
 
 def test_site_pages(site):
-    "A page for every notebook in nbs/ (whatever nbs/ holds) and the results page with its figures."
+    "A page for every notebook in nbs/ and nbs/experiments/ (whatever they hold) and the results page with its figures."
     pages = build_docs.page_names(build_docs.notebooks())
     assert len(set(pages.values())) == len(pages)
     for nb, page in pages.items(): assert (site/page).exists(), f'no page for {nb}'

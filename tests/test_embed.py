@@ -96,7 +96,7 @@ def test_facts_extraction_notebook_smoke(tmp_path, cache):
     "The papermill notebook runs end to end on a few questions and writes its four outputs."
     papermill = pytest.importorskip('papermill')
     kb = data_dir('metaqa/kb.txt')  # no data: skipped outside CI (conftest), a failure in CI
-    nbs = Path(__file__).resolve().parents[1]/'nbs'
+    nbs = Path(__file__).resolve().parents[1]/'nbs'/'experiments'
     out = tmp_path/'fe'
     papermill.execute_notebook(str(nbs/'facts_extraction.ipynb'), str(tmp_path/'fe.ipynb'), cwd=str(nbs), kernel_name='python3',
                                progress_bar=False, parameters={'n_per_hop': 5, 'thetas': [0.5, 0.7], 'bfs_hops': [1, 2],

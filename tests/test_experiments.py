@@ -6,7 +6,7 @@ from kgqa_nb.core import data_dir, read_jsonl
 
 papermill = pytest.importorskip('papermill')
 ROOT = Path(__file__).resolve().parents[1]
-NBS = ROOT / 'nbs'
+NBS = ROOT / 'nbs' / 'experiments'
 
 def run_nb(name, out_nb, **params):
     return papermill.execute_notebook(str(NBS / name), str(out_nb), parameters=params, cwd=str(NBS),

@@ -15,7 +15,7 @@ from kgqa_nb.systems.freebase import (FreebaseNames, freebase_store, freebase_te
                               webqsp_gold, webqsp_prf1, webqsp_scores)
 from kgqa_nb.programs.sexpr_sparql import RdflibStore, SparqlEndpointError
 
-NBS = Path(__file__).resolve().parents[1] / 'nbs'
+NBS = Path(__file__).resolve().parents[1] / 'nbs' / 'experiments'
 
 
 def prog(*steps) -> list[dict]:

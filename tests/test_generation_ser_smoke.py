@@ -1,11 +1,11 @@
-"Runs nbs/generation_ser.ipynb with papermill on the scripted FakeBackend and a handful of questions, and checks its JSON report."
+"Runs nbs/experiments/generation_ser.ipynb with papermill on the scripted FakeBackend and a handful of questions, and checks its JSON report."
 import json
 from pathlib import Path
 import pytest
 from kgqa_nb.core import data_dir
 
 papermill = pytest.importorskip('papermill')
-NBS = Path(__file__).resolve().parents[1] / 'nbs'
+NBS = Path(__file__).resolve().parents[1] / 'nbs' / 'experiments'
 
 def test_generation_ser_smoke(tmp_path):
     data_dir('kqapro/test.json'); data_dir('metaqa/kb.txt')  # no data: skipped outside CI (conftest)

@@ -1,4 +1,4 @@
-"KB-Coder: S-expression <-> KoPL round trips (hypothesis, MetaQA gold programs, fixture programs), SPARQL vs our executor, the search with gold call sequences, and a papermill smoke run of nbs/run_kbcoder.ipynb."
+"KB-Coder: S-expression <-> KoPL round trips (hypothesis, MetaQA gold programs, fixture programs), SPARQL vs our executor, the search with gold call sequences, and a papermill smoke run of nbs/experiments/run_kbcoder.ipynb."
 import json
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from kgqa_nb.programs.prompts import PromptError, kbcoder_calls, kopl_to_sexpr
 from kgqa_nb.programs.sexpr import (ConversionError, SExprError, program_to_sexpr, read_sexpr, sexpr_answers, sexpr_to_program,
                            sexpr_to_text, strip_directions, validate_sexpr)
 
-NBS = Path(__file__).resolve().parents[1] / 'nbs'
+NBS = Path(__file__).resolve().parents[1] / 'nbs' / 'experiments'
 FIXTURE = load_kb(package_data('fixture_kb.json'))
 FIX_EX = KoPLExecutor(FIXTURE)
 

@@ -137,7 +137,7 @@ def test_run_kqapro_notebook_on_a_served_model(tmp_path):
         env.update(OPENAI_BASE_URL=url, KGQA_CACHE=str(tmp_path/'cache'))  # a fresh response cache: real requests
         env.update(KGQA_LLM_GRAMMAR_API='llama.cpp')  # codellama's preset expects vLLM; here a llama.cpp server answers
         out = tmp_path/'run'
-        subprocess.run([sys.executable, '-m', 'papermill', '--cwd', 'nbs', 'nbs/run_kqapro.ipynb', str(tmp_path/'out.ipynb'),
+        subprocess.run([sys.executable, '-m', 'papermill', '--cwd', 'nbs/experiments', 'nbs/experiments/run_kqapro.ipynb', str(tmp_path/'out.ipynb'),
                         '-p', 'model', 'codellama', '-p', 'n_questions', '2', '-p', 'out_dir', str(out)],
                        cwd=Path(__file__).parents[1], env=env, check=True, capture_output=True, timeout=600)
     finally: stop(proc)

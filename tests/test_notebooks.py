@@ -1,5 +1,7 @@
-"""Runs every notebook in nbs/ the way `nbdev_test` does (nbdev's own `test_nb`, the same skip flags from
-settings.ini), one pytest test each, so CI ends in a pytest summary.
+"""Runs every notebook in nbs/ and nbs/experiments/ the way `nbdev_test` does (nbdev's own `test_nb`, the same skip flags
+from settings.ini), one pytest test each, so CI ends in a pytest summary. The experiment notebooks (papermill) open
+with a `skip_exec` frontmatter, so nbdev runs none of their cells; `nbdev_test` itself does not look into
+nbs/experiments/ (settings.ini recursive = False).
 
 Cells that read benchmark data carry the `#| data` flag (settings.ini `tst_flags`). With the data present they run,
 as `nbdev_test --flags data` runs them; without it (a fresh clone) they are skipped and the rest of the notebook still
@@ -10,7 +12,9 @@ from nbdev.config import get_config
 from nbdev.test import test_nb as run_notebook  # renamed so pytest does not collect it
 from conftest import IN_CI, DATA_SKIP_REASON
 
-NBS = sorted(p for p in (Path(__file__).parents[1]/'nbs').glob('*.ipynb') if not p.name.startswith(('_', '.')))
+NBS_DIR = Path(__file__).parents[1]/'nbs'
+NBS = sorted((p for p in [*NBS_DIR.glob('*.ipynb'), *(NBS_DIR/'experiments').glob('*.ipynb')]
+              if not p.name.startswith(('_', '.'))), key=lambda p: p.name)
 DATA_FLAG = 'data'
 DATA_FILES = ('metaqa/kb.txt', 'kopl/example_kb.json', 'kqapro/test.json')  # what the `#| data` cells read
 
@@ -42,6 +46,11 @@ def test_experiment_notebook_is_left_to_papermill(nb):
     import json
     first = json.loads(nb.read_text(encoding='utf-8'))['cells'][0]
     assert first['cell_type'] == 'raw' and 'skip_exec: true' in ''.join(first['source']), nb.name
+
+
+def test_experiment_notebooks_are_in_their_folder():
+    "Papermill notebooks live in nbs/experiments/ (their paths, `../../outputs`, assume it), not beside the components."
+    assert EXPERIMENTS and all(p.parent.name == 'experiments' for p in EXPERIMENTS), [p.name for p in EXPERIMENTS]
 
 
 def test_data_flag_is_a_test_flag():

@@ -1,6 +1,6 @@
 """NS-KGQA (qgraph + resolver) on the real MetaQA KB and the demo KB: the resolver against the KoPL
 executor, relation paths of generated subgraphs, a plugged-in parser, unit conversion, and a papermill
-smoke run of nbs/run_nskgqa.ipynb (resume included)."""
+smoke run of nbs/experiments/run_nskgqa.ipynb (resume included)."""
 import json
 import random
 from pathlib import Path
@@ -17,7 +17,8 @@ from kgqa_nb.systems.qgraph import (RelationMatcher, SubgraphBuilder, METAQA_REL
                             QuestionParser, SpacyParser, format_qgraph)
 from kgqa_nb.systems.resolver import KBView, SymbolicResolver, ResolverConfig, metaqa_concepts, convert_value
 
-NBS = Path(__file__).resolve().parents[1] / 'nbs'
+ROOT = Path(__file__).resolve().parents[1]
+NBS = ROOT / 'nbs' / 'experiments'
 
 
 @pytest.fixture(scope='module')
@@ -133,7 +134,7 @@ def test_run_notebook_smoke_and_resume(tmp_path):
     again = (tmp_path / 'nskgqa' / 'cache' / 'records.jsonl').read_text().splitlines()
     assert again == first  # resumed: nothing recomputed, nothing duplicated
     r = json.loads((tmp_path / 'metaqa_nskgqa.json').read_text())
-    kge = (NBS.parent / '.cache' / 'complex_metaqa' / 'last.pt').exists()
+    kge = (ROOT / '.cache' / 'complex_metaqa' / 'last.pt').exists()
     expected = {'realistic', 'realistic-names', 'oracle', 'incomplete-kg'} | ({'realistic-kge', 'oracle-kge', 'incomplete-hybrid'} if kge else set())
     expected |= {'names-only', 'mined', 'induced', 'metaqa-handwritten'}  # the relation phrase sources (`phrases`)
     expected |= {'kg50-induced'}  # KG-50 with the induced phrases

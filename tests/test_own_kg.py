@@ -1,4 +1,4 @@
-"""Every system on the shipped own-KG fixture through `nbs/run_kg.ipynb`: no benchmark data and no LLM needed (a
+"""Every system on the shipped own-KG fixture through `nbs/experiments/run_kg.ipynb`: no benchmark data and no LLM needed (a
 scripted model), so a fresh clone runs it; a second run resumes and recomputes nothing."""
 import json
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NBS = ROOT / 'nbs'
+NBS = ROOT / 'nbs' / 'experiments'
 
 
 def test_run_kg_on_the_shipped_tsv_fixture(tmp_path):
