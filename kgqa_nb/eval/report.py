@@ -387,8 +387,8 @@ _STUDY_SECTIONS = [  # the studies, the benchmarks and the tables other notebook
     ('generalization/natural_dev_skeleton_coverage.md',
      "Natural-wording dev set: is the question's program skeleton among its demonstrations? (generalization)", None,
      []),
-    ('generalization/levels_summary.md', 'Held-out levels of the demo benchmark: the old default and the configuration '
-     'chosen on natural_dev, nothing chosen on these questions (generalization)', None,
+    ('generalization/levels_summary.md', 'Held-out levels of the demo benchmark and Complex MetaQA: the old default and '
+     'the configuration chosen on natural_dev, nothing chosen on these questions (generalization)', None,
      ['generalization/levels_accuracy.png']),
     ('benchgen_levels.md', 'Evaluation levels of the demo benchmark and Complex MetaQA: i.i.d., compositional, '
      'zero-shot (benchgen levels)', None, []),
