@@ -390,6 +390,10 @@ _STUDY_SECTIONS = [  # the studies, the benchmarks and the tables other notebook
     ('generalization/levels_summary.md', 'Held-out levels of the demo benchmark and Complex MetaQA: the old default and '
      'the configuration chosen on natural_dev, nothing chosen on these questions (generalization)', None,
      ['generalization/levels_accuracy.png']),
+    ('generalization/metaqa_dev_summary.md', 'MetaQA dev under the earlier and the new default, on the questions every '
+     'run answered (generalization)', None, []),
+    ('generalization/linking_recall.md', 'Entity-linking recall with and without partial names (generalization)', None,
+     []),
     ('benchgen_levels.md', 'Evaluation levels of the demo benchmark and Complex MetaQA: i.i.d., compositional, '
      'zero-shot (benchgen levels)', None, []),
     ('generation_ser.json', 'Syntax error rate of generation (generation_ser)', read_generation_ser, []),
