@@ -52,6 +52,7 @@ CONSTRAIN_LEVELS = ('off', 'syntax', 'kg')  # as `kgqa_nb.programs.grammar.LEVEL
 LATER_FIELDS = {'constrain': 'off', 'schema': 0, 'schema_grammar': False, 'distinct_skeletons': False,
                 'answer_check': False, 'kind_demos': False}
 
+# %% ../../nbs/50_systems.pipeline.ipynb #f1190606
 @dataclass(frozen=True)
 class PipelineConfig:
     "What a pipeline run does; the defaults are CodeAlignKGQA's."
@@ -608,6 +609,12 @@ NAMED_CONFIGS = {
     'no_facts_kg_guided': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=2,
                                                                      facts=False, constrain='kg', sampling_retries=2,
                                                                      max_tokens=400),
+}
+
+# %% ../../nbs/50_systems.pipeline.ipynb #8de1a330
+# SymKGQA under the KG-level grammar, and the configurations measured on questions worded as people ask them
+# (nbs/experiments/generalization.ipynb)
+NAMED_CONFIGS.update({
     'symkgqa_kg': lambda linking='realistic': PipelineConfig.for_system('symkgqa', linking=linking, n_demos=2,
                                                                         constrain='kg', max_tokens=400),
     # four demonstrations instead of two: more program shapes in sight for questions no template wrote
@@ -640,7 +647,7 @@ NAMED_CONFIGS = {
     'zero_shot_schema': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=0,
                                                                    facts=False, correction=0, constrain='kg',
                                                                    sampling_retries=2, max_tokens=400, schema=10),
-}
+})
 
 # %% ../../nbs/50_systems.pipeline.ipynb #76482ad9
 def interleave(questions: Sequence[Question]) -> list[Question]:
