@@ -50,7 +50,8 @@ def test_mentions_are_consistent(kg, questions, linked):
         for m in l.mentions:
             assert q['question'][m['start']:m['end']] == m['text']
             assert m['name'] in (entity_names if m['kind'] == 'entity' else concept_names)
-            assert m['how'] in ('exact', 'plural', 'alias', 'fuzzy', 'embedding') and 0 < m['score'] <= 1
+            assert m['how'] in ('exact', 'plural', 'alias', 'partial', 'acronym', 'demonym', 'fuzzy', 'embedding')
+            assert 0 < m['score'] <= 1
         assert l.entities == list(dict.fromkeys(m['name'] for m in l.mentions if m['kind'] == 'entity'))
         json.dumps(l.as_dict())
 

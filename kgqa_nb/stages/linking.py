@@ -417,10 +417,11 @@ def partial_candidates(self: EntityLinker, doc) -> list[_Candidate]:
 
 @patch
 def demonym_candidates(self: EntityLinker, doc) -> list[_Candidate]:
-    "Capitalised adjectives before a noun that stand for exactly one one-word name ('German' cities -> Germany)."
+    "Capitalised adjectives of a concept noun that stand for exactly one one-word name ('German' cities -> Germany)."
     out = []
     for t in doc:
         if t.dep_ != 'amod' or not t.text[:1].isupper() or len(t.text) < 4: continue
+        if not (self.exact_concept(t.head.text) or self.exact_concept(t.head.lemma_)): continue
         hits = [n for n in self.one_word_names if n != t.text and (
             t.text.startswith(n) or (n.startswith(t.text) and len(n) - len(t.text) <= 1)
             or (len(n) >= 5 and t.text.startswith(n[:-1])))]
