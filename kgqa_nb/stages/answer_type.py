@@ -17,7 +17,7 @@ _YES_NO_OPENING = re.compile(rf"^\W*{_AUX}\b", re.I)
 _TAG_QUESTION = re.compile(rf",\s*{_AUX}(n't| not)?\s+(it|he|she|they|there|that|this)\s*\?\s*$", re.I)
 _CONFIRM = re.compile(r"^\W*(can|could) you (confirm|verify|check|tell me (whether|if))\b", re.I)
 _NOT_YES_NO = re.compile(r"^\W*(can|could|would|will) you\b|\bor\b", re.I)  # a request, or a choice
-_NUMBER = re.compile(r"\bhow (many|much)\b|^\W*count\b|^\W*(what|which) number\b|\bwhich number\b"
+_NUMBER = re.compile(r"\bhow (many|much)\b|^\W*count\b|\b(what|which) number\b"
                      r"|^\W*(what|which) (is|was) the (total )?number of\b|\bthe total number of\b", re.I)
 _TIME = re.compile(r"^\W*when\b|\b(what|which) (year|date)\b", re.I)
 _NAME = re.compile(r"^\W*(who|whom|where|which)\b", re.I)
@@ -43,9 +43,8 @@ _TIME_VALUE = re.compile(r"^-?\d{1,4}(-\d\d(-\d\d)?)?$")  # a year or a date
 def final_output(program: list | None,  # a KoPL program, KQA Pro format
                 ) -> str | None:
     "The output type of the program's last function (None: no program, or a function the registry does not know)."
-    if not program: return None
-    try: return lookup(program[-1].get('function', '')).output
-    except Exception: return None
+    fn = lookup(program[-1].get('function', '')) if program else None
+    return fn.output if fn else None
 
 def _values_fit(kind: str, values: list[str], output: str | None) -> bool:
     "Whether the answer strings look like `kind`."
