@@ -384,11 +384,13 @@ _STUDY_SECTIONS = [  # the studies, the benchmarks and the tables other notebook
      'Questions worded as people ask them: natural-wording dev set, n=99 (generalization)', None,
      ['generalization/natural_dev_accuracy.png']),
     ('generalization/natural_dev_by_category.md', 'Natural-wording dev set by category (generalization)', None, []),
+    ('generalization/natural_dev_votes.md', 'Natural-wording dev set: self-consistency, programs and agreement per '
+     'question (generalization)', None, []),
     ('generalization/natural_dev_skeleton_coverage.md',
      "Natural-wording dev set: is the question's program skeleton among its demonstrations? (generalization)", None,
      []),
-    ('generalization/levels_summary.md', 'Held-out levels of the demo benchmark and Complex MetaQA: the old default and '
-     'the configuration chosen on natural_dev, nothing chosen on these questions (generalization)', None,
+    ('generalization/levels_summary.md', 'Held-out levels of the demo benchmark and Complex MetaQA: the earlier '
+     'defaults and the configuration chosen on natural_dev, nothing chosen on these questions (generalization)', None,
      ['generalization/levels_accuracy.png']),
     ('generalization/metaqa_dev_summary.md', 'MetaQA dev under the earlier and the new default, on the questions every '
      'run answered (generalization)', None, []),

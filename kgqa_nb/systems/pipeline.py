@@ -5,6 +5,7 @@
 # %% ../../nbs/50_systems.pipeline.ipynb #be3ba891
 from __future__ import annotations
 import json, random, time, traceback
+from collections import Counter
 from functools import partial
 from dataclasses import dataclass, field, fields, asdict, replace
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Callable, Protocol, Sequence, runtime_checkable
 from ..core import progress_bar
 
 from ..core import KGQAError, open_jsonl_append, read_jsonl
-from ..eval.metrics import any_hit, expected_hits_at_1, hits_at_1, wilson_interval
+from ..eval.metrics import any_hit, expected_hits_at_1, hits_at_1, normalize_answer, wilson_interval
 from ..kopl.executor import ExecutionError, KoPLExecutor
 from ..kopl.functions import ProgramError
 from ..stages.grounding import GroundingResult, TABLE7_GROUPS, grounding_accuracy, needed_grounding
@@ -26,12 +27,14 @@ from ..programs.prompts import Demo, PromptParts
 from ..programs.grammar import PROGRAM_FORMATS, kg_vocabulary, program_grammar
 from ..stages.schema import Retrieved, restricted_vocabulary, schema_block
 from ..stages.answer_type import answer_fits, expected_answer, kind_fits
+from ..stages.entity_use import found_entities, required_entities, uses_linked_entities
 
 # %% auto #0
-__all__ = ['SYSTEMS', 'CONSTRAIN_LEVELS', 'LATER_FIELDS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'PipelineConfig', 'LinkerLike',
-           'FactsLike', 'DemoRetrieverLike', 'GrounderLike', 'ExecutorLike', 'SchemaRetrieverLike', 'PipelineError',
-           'execute_answers', 'Stages', 'constraint_grammar', 'with_facts', 'with_schema', 'question_grammar',
-           'build_prompt', 'ground_and_execute', 'score', 'acceptable', 'answer_question', 'Record', 'record_fields',
+__all__ = ['SYSTEMS', 'CONSTRAIN_LEVELS', 'LATER_FIELDS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'check_config', 'PipelineConfig',
+           'LinkerLike', 'FactsLike', 'DemoRetrieverLike', 'GrounderLike', 'ExecutorLike', 'SchemaRetrieverLike',
+           'PipelineError', 'execute_answers', 'Stages', 'constraint_grammar', 'with_facts', 'with_schema',
+           'question_grammar', 'build_prompt', 'ground_and_execute', 'score', 'structure_misfit', 'acceptable',
+           'sample_grammar', 'answer_key', 'majority', 'voted_outcome', 'answer_question', 'Record', 'record_fields',
            'is_crashed', 'read_records', 'run_pipeline', 'summarize', 'failure_stage', 'interleave', 'subsample',
            'question_counts', 'incomplete', 'summary_table', 'failure_table', 'grounding_table']
 
@@ -50,7 +53,21 @@ SYSTEMS = ('codealign', 'symkgqa')
 CONSTRAIN_LEVELS = ('off', 'syntax', 'kg')  # as `kgqa_nb.programs.grammar.LEVELS`
 # fields added after records were committed, and their defaults
 LATER_FIELDS = {'constrain': 'off', 'schema': 0, 'schema_grammar': False, 'distinct_skeletons': False,
-                'answer_check': False, 'kind_demos': False}
+                'answer_check': False, 'kind_demos': False, 'entity_check': False, 'entity_demos': False,
+                'votes': 0, 'retry_demos': False}
+
+# %% ../../nbs/50_systems.pipeline.ipynb #66f19e82
+def check_config(cfg) -> None:
+    "Raise a `ValueError` naming the field when a `PipelineConfig`'s values do not go together."
+    if cfg.system not in SYSTEMS: raise ValueError(f'system must be one of {SYSTEMS}, got {cfg.system!r}')
+    if cfg.linking not in ('realistic', 'oracle'):
+        raise ValueError(f"linking must be 'realistic' or 'oracle', got {cfg.linking!r}")
+    if cfg.demos not in ('manual', 'dynamic'):
+        raise ValueError(f"demos must be 'manual' or 'dynamic', got {cfg.demos!r}")
+    if cfg.constrain not in CONSTRAIN_LEVELS:
+        raise ValueError(f'constrain must be one of {CONSTRAIN_LEVELS}, got {cfg.constrain!r}')
+    if cfg.schema_grammar and (cfg.constrain != 'kg' or cfg.schema < 1):
+        raise ValueError("schema_grammar needs constrain='kg' and schema > 0 (the names it keeps)")
 
 # %% ../../nbs/50_systems.pipeline.ipynb #f1190606
 @dataclass(frozen=True)
@@ -73,17 +90,12 @@ class PipelineConfig:
     distinct_skeletons: bool = False  # dynamic demos: at most one per program skeleton (more structures in sight)
     answer_check: bool = False  # an answer of the wrong kind for the wording counts as failed (`stages.answer_type`)
     kind_demos: bool = False  # dynamic demos: those ending in a function of the kind the wording asks for first
+    entity_check: bool = False  # a program leaving a linked entity unused, or finding an unlinked one, has failed
+    votes: int = 0  # self-consistency: sampled programs besides the first, always; the most frequent answer wins
+    entity_demos: bool = False  # dynamic demos: those finding as many entities as the question names first
+    retry_demos: bool = False  # fallback tries: greedy, each with the next demonstrations instead of sampling
 
-    def __post_init__(self):
-        if self.system not in SYSTEMS: raise ValueError(f'system must be one of {SYSTEMS}, got {self.system!r}')
-        if self.linking not in ('realistic', 'oracle'):
-            raise ValueError(f"linking must be 'realistic' or 'oracle', got {self.linking!r}")
-        if self.demos not in ('manual', 'dynamic'):
-            raise ValueError(f"demos must be 'manual' or 'dynamic', got {self.demos!r}")
-        if self.constrain not in CONSTRAIN_LEVELS:
-            raise ValueError(f'constrain must be one of {CONSTRAIN_LEVELS}, got {self.constrain!r}')
-        if self.schema_grammar and (self.constrain != 'kg' or self.schema < 1):
-            raise ValueError("schema_grammar needs constrain='kg' and schema > 0 (the names it keeps)")
+    def __post_init__(self): check_config(self)
 
     @classmethod
     def for_system(cls, system: str, **changes) -> PipelineConfig:
@@ -318,20 +330,29 @@ def _dressed(cfg: PipelineConfig, st: Stages, demos: list) -> list:
     if cfg.schema: demos = [with_schema(st, d, cfg.schema) for d in demos]
     return demos
 
-def _kind_first(q: Question, cfg: PipelineConfig, st: Stages, linked, widen: int = 5) -> list:
-    "The `cfg.n_demos` nearest of the `widen * n` nearest, those whose program answers the wording's kind first."
+def structure_misfit(q: Question, cfg: PipelineConfig, linked, demo: Demo) -> tuple:
+    ("How far a demonstration's program is from the structure the question needs, as a sort key: with "
+     "`cfg.kind_demos` whether it ends in the wrong kind of answer, with `cfg.entity_demos` whether it finds another "
+     "number of entities than the question's `required_entities`.")
+    kind = expected_answer(q.question) if cfg.kind_demos else None
+    wrong_count = cfg.entity_demos and \
+        len(set(found_entities(demo.program))) != len(required_entities(q.question, linked.entities))
+    return (not kind_fits(demo.program, kind), wrong_count)
+
+def _structure_first(q: Question, cfg: PipelineConfig, st: Stages, linked, widen: int = 5, group: int = 0) -> list:
+    ("The `cfg.n_demos` nearest of the `widen * n` nearest, by `structure_misfit` first (a stable sort); `group` k: "
+     "the k-th n after those (the demonstrations of a retry).")
     near = st.demo_index.by_question(q.question, cfg.n_demos * widen, entities=linked.entities,
                                      concepts=linked.concepts, exclude=[q.id, q.question],
                                      distinct_skeletons=cfg.distinct_skeletons)
-    kind = expected_answer(q.question)
-    chosen = ([d for d in near if kind_fits(d.program, kind)] + [d for d in near if not kind_fits(d.program, kind)])
-    return chosen[:cfg.n_demos][::-1]  # the most similar last, next to the test question
+    chosen = sorted(near, key=lambda d: structure_misfit(q, cfg, linked, d))
+    return chosen[group * cfg.n_demos:(group + 1) * cfg.n_demos][::-1]  # the most similar last, next to the question
 
 def _prompt_demos(q: Question, cfg: PipelineConfig, st: Stages, linked) -> list:
     "The demonstrations of the first prompt: none (zero-shot), retrieved for the question, or the fixed set D."
     if cfg.demos == 'dynamic' and cfg.n_demos < 1: demos = []  # zero-shot: no demonstrations at all
-    elif cfg.demos == 'dynamic' and cfg.kind_demos and expected_answer(q.question):
-        demos = _kind_first(q, cfg, st, linked)
+    elif cfg.demos == 'dynamic' and (cfg.entity_demos or cfg.kind_demos and expected_answer(q.question)):
+        demos = _structure_first(q, cfg, st, linked)
     elif cfg.demos == 'dynamic':
         demos = st.demo_index.by_question(q.question, cfg.n_demos, entities=linked.entities, concepts=linked.concepts,
                                           exclude=[q.id, q.question], best_last=True,
@@ -356,24 +377,79 @@ def _generate(cfg: PipelineConfig, st: Stages, parts: PromptParts, decoding: Dec
 
 def _answers(outcome: dict) -> bool: return not outcome['error'] and bool(outcome['prediction'])
 
-def acceptable(cfg: PipelineConfig, q: Question, outcome: dict) -> bool:
-    "Whether an outcome ends the search: an answer, and with `cfg.answer_check` one of the kind the wording asks for."
+def acceptable(cfg: PipelineConfig, q: Question, outcome: dict, linked: Linked | None = None) -> bool:
+    ("Whether an outcome ends the search: an answer; with `cfg.answer_check` one of the kind the wording asks for; "
+     "with `cfg.entity_check` from a program that finds the `linked` entities and no others.")
     if not _answers(outcome): return False
-    return not cfg.answer_check or answer_fits(q.question, outcome['program'], outcome['prediction'])
+    if cfg.answer_check and not answer_fits(q.question, outcome['program'], outcome['prediction']): return False
+    return not (cfg.entity_check and linked) or uses_linked_entities(q.question, outcome['program'], linked.entities)
+
+def sample_grammar(cfg: PipelineConfig, st: Stages, linked: Linked) -> str | None:
+    ("The grammar of sampled programs: all the KG's names (`constraint_grammar`); with `cfg.entity_check` and linked "
+     "entities, `Find` takes only those.")
+    full = constraint_grammar(cfg, st)
+    if not (cfg.entity_check and cfg.constrain == 'kg' and linked.entities): return full
+    if ('vocabulary',) not in st.grammars: st.grammars[('vocabulary',)] = kg_vocabulary(st.executor.kg)
+    vocab = st.grammars[('vocabulary',)]
+    if not vocab.entities_constrained: return full  # too many names to list: the check alone decides
+    names = dict(vocab.names, entity=[e for e in vocab.names['entity'] if e in linked.entities])
+    return program_grammar(cfg.system, 'kg', vocab=replace(vocab, names=names)).gbnf()
+
+def _retry(q: Question, cfg: PipelineConfig, st: Stages, linked, parts: PromptParts, decoding: Decoding, demos: list,
+           prompt: Callable | None, k: int, grammar: str | None) -> tuple:
+    ("Try k of the fallback: (its kind, prompt, decoding, demos): a sample of the same prompt, or with "
+     "`cfg.retry_demos` a greedy program from a prompt with the next demonstrations.")
+    if cfg.retry_demos and prompt is not None and cfg.demos == 'dynamic' and cfg.n_demos > 0:
+        demos = _dressed(cfg, st, _structure_first(q, cfg, st, linked, group=k + 1))
+        parts = prompt(demos)
+        return 'retry', parts, replace(decoding, stop=parts.stop, grammar=grammar), demos
+    return 'sample', parts, replace(decoding, temperature=0.3, top_k=30, stop=parts.stop, seed=k + 1,
+                                    grammar=grammar), demos
 
 def _sampled_fallback(q: Question, cfg: PipelineConfig, st: Stages, linked, parts: PromptParts, decoding: Decoding,
-                      demos: list, outcome: dict, rec: dict, timings: dict) -> dict:
-    ("The outcome of the first sampled program that is `acceptable` (`cfg.sampling_retries` tries); else the first "
-     "that answers at all, else `outcome`.")
-    fallback = outcome
-    for k in range(cfg.sampling_retries if not acceptable(cfg, q, outcome) else 0):
-        sampled = replace(decoding, temperature=0.3, top_k=30, stop=parts.stop, seed=k + 1,
-                          grammar=constraint_grammar(cfg, st))  # all the KG's names again, if `schema_grammar` kept few
-        r2, _ = _generate(cfg, st, parts, sampled, rec, timings, 'sample', demos)
+                      demos: list, outcome: dict, rec: dict, timings: dict, prompt: Callable | None = None) -> dict:
+    ("The outcome of the first `_retry` program that is `acceptable` (`cfg.sampling_retries` tries); else the first "
+     "that answers at all, else `outcome`. `prompt` makes a prompt of demonstrations (for `cfg.retry_demos`).")
+    fallback, grammar = outcome, None
+    for k in range(cfg.sampling_retries if not acceptable(cfg, q, outcome, linked) else 0):
+        grammar = grammar or sample_grammar(cfg, st, linked)  # all the KG's names again, if `schema_grammar` kept few
+        kind, parts_k, decoding_k, demos_k = _retry(q, cfg, st, linked, parts, decoding, demos, prompt, k, grammar)
+        r2, _ = _generate(cfg, st, parts_k, decoding_k, rec, timings, kind, demos_k)
         again = ground_and_execute(cfg, st, q, linked, r2, timings)
-        if acceptable(cfg, q, again): return again
+        if acceptable(cfg, q, again, linked): return again
         if not _answers(fallback) and _answers(again): fallback = again
     return fallback
+
+# %% ../../nbs/50_systems.pipeline.ipynb #a3d9f14a
+def answer_key(prediction: list) -> tuple:
+    "An answer set as a key two outcomes share when they give the same answers: normalized, deduplicated, sorted."
+    return tuple(sorted({normalize_answer(str(p)) for p in prediction}))
+
+def majority(outcomes: list[dict],  # executed outcomes, the first program's first
+             ok: list[bool],  # whether each may win (`acceptable`)
+            ) -> dict | None:
+    "The earliest `ok` outcome whose answer set is the most frequent among the `ok` ones; None when none is ok."
+    counts = Counter(answer_key(o['prediction']) for o, good in zip(outcomes, ok) if good)
+    if not counts: return None
+    best = max(counts.values())
+    return next(o for o, good in zip(outcomes, ok) if good and counts[answer_key(o['prediction'])] == best)
+
+# %% ../../nbs/50_systems.pipeline.ipynb #cc53c69e
+def voted_outcome(q: Question, cfg: PipelineConfig, st: Stages, linked, parts: PromptParts, decoding: Decoding,
+                  demos: list, outcome: dict, rec: dict, timings: dict, prompt: Callable | None = None) -> dict:
+    ("Self-consistency: `cfg.votes` sampled programs besides `outcome`, all executed; the `majority` of the acceptable "
+     "ones, else the first that answers, else `outcome`. `rec['votes']` counts them.")
+    outcomes, grammar = [outcome], sample_grammar(cfg, st, linked)
+    for k in range(cfg.votes):
+        sampled = replace(decoding, temperature=0.3, top_k=30, stop=parts.stop, seed=k + 1, grammar=grammar)
+        r2, _ = _generate(cfg, st, parts, sampled, rec, timings, 'sample', demos)
+        outcomes.append(ground_and_execute(cfg, st, q, linked, r2, timings))
+    ok = [acceptable(cfg, q, o, linked) for o in outcomes]
+    won = majority(outcomes, ok)
+    key = answer_key(won['prediction']) if won else None
+    agree = sum(good and answer_key(o['prediction']) == key for o, good in zip(outcomes, ok))
+    rec['votes'] = dict(programs=len(outcomes), acceptable=sum(ok), agree=agree, first_won=won is outcome)
+    return won or next((o for o in outcomes if _answers(o)), outcome)
 
 # %% ../../nbs/50_systems.pipeline.ipynb #375b7afc
 def answer_question(q: Question,  # the question
@@ -399,7 +475,8 @@ def answer_question(q: Question,  # the question
         res, t = _generate(cfg, st, parts, replace(decoding, stop=parts.stop), rec, timings, 'correct', d_prime)
         if res.ok: break
     outcome = ground_and_execute(cfg, st, q, linked, res, timings)
-    outcome = _sampled_fallback(q, cfg, st, linked, parts, decoding, demos, outcome, rec, timings)
+    search = voted_outcome if cfg.votes else _sampled_fallback
+    outcome = search(q, cfg, st, linked, parts, decoding, demos, outcome, rec, timings, prompt=prompt)
     rec.update(valid=outcome['valid'], parsed=res.program if res.ok else res.sketch, executed=outcome['program'],
                decisions=outcome['decisions'],
                prediction=outcome['prediction'], error=outcome['error'], **score(outcome['prediction'], q.answers))
@@ -418,7 +495,7 @@ class Record:
     config: dict = field(default_factory=dict)  # `PipelineConfig.as_dict()`
     model: str = ''  # `LLMBackend.model`
     llm: dict = field(default_factory=dict)  # calls, cached, prompt_tokens, completion_tokens
-    attempts: list = field(default_factory=list)  # one dict per LLM call (kind 'generate', 'correct' or 'sample')
+    attempts: list = field(default_factory=list)  # one dict per LLM call: 'generate', 'correct', 'sample' or 'retry'
     linked: dict = field(default_factory=dict)  # entities, concepts, mode
     facts: list = field(default_factory=list)  # the facts in the question's prompt
     schema: dict | None = None  # kind -> the KG names retrieved for the prompt (`PipelineConfig.schema` > 0 only)
@@ -630,6 +707,23 @@ NAMED_CONFIGS.update({
     'answer_checked_kind_demos': lambda linking='realistic': PipelineConfig(
         linking=linking, demos='dynamic', n_demos=4, facts=False, constrain='kg', sampling_retries=2, max_tokens=400,
         answer_check=True, kind_demos=True),
+    # and the demonstrations that find as many entities as the question names first
+    'entity_demos': lambda linking='realistic': PipelineConfig(
+        linking=linking, demos='dynamic', n_demos=4, facts=False, constrain='kg', sampling_retries=2, max_tokens=400,
+        answer_check=True, kind_demos=True, entity_demos=True),
+    # and a program that leaves a linked entity unused or finds an unlinked one (`kgqa_nb.stages.entity_use`) draws
+    # the samples too, which may find only the linked entities
+    'entity_demos_checked': lambda linking='realistic': PipelineConfig(
+        linking=linking, demos='dynamic', n_demos=4, facts=False, constrain='kg', sampling_retries=2, max_tokens=400,
+        answer_check=True, kind_demos=True, entity_demos=True, entity_check=True),
+    # self-consistency instead of the fallback: four sampled programs for every question, the most frequent answer
+    'entity_demos_voted': lambda linking='realistic': PipelineConfig(
+        linking=linking, demos='dynamic', n_demos=4, facts=False, constrain='kg', sampling_retries=2, max_tokens=400,
+        answer_check=True, kind_demos=True, entity_demos=True, votes=4),
+    # 'entity_demos_checked', and each fallback try a greedy program from a prompt with the next four demonstrations
+    'entity_demos_retried': lambda linking='realistic': PipelineConfig(
+        linking=linking, demos='dynamic', n_demos=4, facts=False, constrain='kg', sampling_retries=2, max_tokens=400,
+        answer_check=True, kind_demos=True, entity_demos=True, entity_check=True, retry_demos=True),
     # four demonstrations with four different program skeletons: structure before wording
     'distinct_skeletons_guided': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic',
                                                                             n_demos=4, facts=False, constrain='kg',
