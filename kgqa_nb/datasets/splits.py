@@ -430,15 +430,16 @@ def skeleton_coverage(index,  # a `kgqa_nb.stages.demos.DemoIndex` over the pool
                       linked: list[dict],  # each record's linking: {'entities': [...], 'concepts': [...]}
                       n: int,  # demonstrations retrieved per question
                       distinct_skeletons: bool = False,  # at most one demonstration per program skeleton
-                      misfit: Callable | None = None,  # (record, linking, demo) -> sort key: the n of the 5n
+                      misfit: Callable | None = None,  # (record, linking, demo) -> sort key: the n of the widen * n
                       # nearest with the lowest keys are shown (as `systems.pipeline.structure_misfit` orders them)
+                      widen: int = 5,  # with `misfit`: how many times n nearest it orders (the pipeline's 5)
                      ) -> dict:
     "Percent of questions whose program skeleton is among the retrieved demonstrations, and in the pool at all."
     in_pool = {program_skeleton(d.program) for d in index.demos}
     shown = found = 0
     for r, lk in zip(records, linked):
         sk = program_skeleton(r['program'])
-        demos = index.by_question(r['question'], n * (5 if misfit else 1), lk.get('entities', []),
+        demos = index.by_question(r['question'], n * (widen if misfit else 1), lk.get('entities', []),
                                   lk.get('concepts', []), distinct_skeletons=distinct_skeletons)
         if misfit: demos = sorted(demos, key=lambda d: misfit(r, lk, d))[:n]
         shown += any(program_skeleton(d.program) == sk for d in demos)

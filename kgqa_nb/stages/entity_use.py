@@ -5,9 +5,10 @@
 # %% ../../nbs/46_stages.entity_use.ipynb #89e9e701
 from __future__ import annotations
 import re
+from .facts import program_inputs
 
 # %% auto #0
-__all__ = ['names_answer_kind', 'required_entities', 'found_entities', 'entity_use', 'uses_linked_entities']
+__all__ = ['names_answer_kind', 'required_entities', 'entity_use', 'uses_linked_entities']
 
 # %% ../../nbs/46_stages.entity_use.ipynb #4364c4f3
 def names_answer_kind(question: str,  # the question text
@@ -23,16 +24,12 @@ def required_entities(question: str,  # the question text
     return [e for e in entities if not names_answer_kind(question, e)]
 
 # %% ../../nbs/46_stages.entity_use.ipynb #3e608e29
-def found_entities(program: list[dict] | None) -> list[str]:
-    "The names a KQA Pro program `Find`s, in order (a program is a list of {'function', 'inputs', ...} steps)."
-    return [step['inputs'][0] for step in program or [] if step['function'] == 'Find' and step['inputs']]
-
 def entity_use(question: str,  # the question text
                program: list[dict] | None,  # the program that was executed
                entities: list[str],  # the entities linking found in the question
               ) -> dict:
     "{'unused': required entities the program never finds, 'unlinked': names it finds that linking did not offer}."
-    found = found_entities(program)
+    found = program_inputs(program or [], 'entity')
     unused = [e for e in required_entities(question, entities) if e not in found]
     unlinked = [f for f in dict.fromkeys(found) if entities and f not in entities]
     return dict(unused=unused, unlinked=unlinked)

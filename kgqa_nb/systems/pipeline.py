@@ -19,7 +19,7 @@ from ..kopl.executor import ExecutionError, KoPLExecutor
 from ..kopl.functions import ProgramError
 from ..stages.grounding import GroundingResult, TABLE7_GROUPS, grounding_accuracy, needed_grounding
 from ..stages.demos import relation_path
-from ..stages.facts import FactsResult, prompt_facts
+from ..stages.facts import FactsResult, program_inputs, prompt_facts
 from ..stages.linking import Linked
 from ..llm.base import Completion, Decoding, LLMBackend, LLMError, rate_postfix, run_concurrently, stopped_run_error
 from ..programs.parse import ParseResult, parse_generation
@@ -27,12 +27,12 @@ from ..programs.prompts import Demo, PromptParts
 from ..programs.grammar import PROGRAM_FORMATS, kg_vocabulary, program_grammar
 from ..stages.schema import Retrieved, restricted_vocabulary, schema_block
 from ..stages.answer_type import answer_fits, expected_answer, kind_fits
-from ..stages.entity_use import found_entities, required_entities, uses_linked_entities
+from ..stages.entity_use import required_entities, uses_linked_entities
 
 # %% auto #0
 __all__ = ['SYSTEMS', 'CONSTRAIN_LEVELS', 'LATER_FIELDS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'check_config', 'PipelineConfig',
            'LinkerLike', 'FactsLike', 'DemoRetrieverLike', 'GrounderLike', 'ExecutorLike', 'SchemaRetrieverLike',
-           'PipelineError', 'execute_answers', 'Stages', 'constraint_grammar', 'with_facts', 'with_schema',
+           'PipelineError', 'execute_answers', 'Stages', 'constraint_grammar', 'with_facts', 'with_schema', 'kg_names',
            'question_grammar', 'build_prompt', 'ground_and_execute', 'score', 'structure_misfit', 'acceptable',
            'sample_grammar', 'answer_key', 'majority', 'voted_outcome', 'answer_question', 'Record', 'record_fields',
            'is_crashed', 'read_records', 'run_pipeline', 'summarize', 'failure_stage', 'interleave', 'subsample',
@@ -245,12 +245,15 @@ def with_schema(st: Stages, demo: Demo, k: int) -> Demo:
         st.demo_schema[key] = schema_block(st.schema.retrieve(demo.question, k, entities=demo.entities))
     return replace(demo, schema=st.demo_schema[key])
 
+def kg_names(st: Stages):
+    "The KG's `grammar.KGVocabulary`, read once per `Stages` (the names a question's grammar may restrict)."
+    if ('vocabulary',) not in st.grammars: st.grammars[('vocabulary',)] = kg_vocabulary(st.executor.kg)
+    return st.grammars[('vocabulary',)]
+
 def question_grammar(cfg: PipelineConfig, st: Stages, retrieved) -> str | None:
     "The grammar of a question's first program: `constraint_grammar`'s, or only the retrieved names (`schema_grammar`)."
     if not cfg.schema_grammar: return constraint_grammar(cfg, st)
-    if ('vocabulary',) not in st.grammars: st.grammars[('vocabulary',)] = kg_vocabulary(st.executor.kg)
-    vocab = restricted_vocabulary(st.grammars[('vocabulary',)], retrieved)
-    return program_grammar(cfg.system, 'kg', vocab=vocab).gbnf()
+    return program_grammar(cfg.system, 'kg', vocab=restricted_vocabulary(kg_names(st), retrieved)).gbnf()
 
 def build_prompt(cfg: PipelineConfig, question: str, linked, facts: list, demos: list, schema: str = '') -> PromptParts:
     ("The prompt of `cfg.system` for one question, by its `grammar.PROGRAM_FORMATS` entry (which takes what its prompt "
@@ -336,7 +339,7 @@ def structure_misfit(q: Question, cfg: PipelineConfig, linked, demo: Demo) -> tu
      "number of entities than the question's `required_entities`.")
     kind = expected_answer(q.question) if cfg.kind_demos else None
     wrong_count = cfg.entity_demos and \
-        len(set(found_entities(demo.program))) != len(required_entities(q.question, linked.entities))
+        len(set(program_inputs(demo.program, 'entity'))) != len(required_entities(q.question, linked.entities))
     return (not kind_fits(demo.program, kind), wrong_count)
 
 def _structure_first(q: Question, cfg: PipelineConfig, st: Stages, linked, widen: int = 5, group: int = 0) -> list:
@@ -389,11 +392,14 @@ def sample_grammar(cfg: PipelineConfig, st: Stages, linked: Linked) -> str | Non
      "entities, `Find` takes only those.")
     full = constraint_grammar(cfg, st)
     if not (cfg.entity_check and cfg.constrain == 'kg' and linked.entities): return full
-    if ('vocabulary',) not in st.grammars: st.grammars[('vocabulary',)] = kg_vocabulary(st.executor.kg)
-    vocab = st.grammars[('vocabulary',)]
+    vocab = kg_names(st)
     if not vocab.entities_constrained: return full  # too many names to list: the check alone decides
     names = dict(vocab.names, entity=[e for e in vocab.names['entity'] if e in linked.entities])
     return program_grammar(cfg.system, 'kg', vocab=replace(vocab, names=names)).gbnf()
+
+def _sampled(decoding: Decoding, parts: PromptParts, k: int, grammar: str | None) -> Decoding:
+    "The decoding of sample k of a prompt: temperature 0.3, top 30 tokens, seed k + 1, under `grammar`."
+    return replace(decoding, temperature=0.3, top_k=30, stop=parts.stop, seed=k + 1, grammar=grammar)
 
 def _retry(q: Question, cfg: PipelineConfig, st: Stages, linked, parts: PromptParts, decoding: Decoding, demos: list,
            prompt: Callable | None, k: int, grammar: str | None) -> tuple:
@@ -403,8 +409,7 @@ def _retry(q: Question, cfg: PipelineConfig, st: Stages, linked, parts: PromptPa
         demos = _dressed(cfg, st, _structure_first(q, cfg, st, linked, group=k + 1))
         parts = prompt(demos)
         return 'retry', parts, replace(decoding, stop=parts.stop, grammar=grammar), demos
-    return 'sample', parts, replace(decoding, temperature=0.3, top_k=30, stop=parts.stop, seed=k + 1,
-                                    grammar=grammar), demos
+    return 'sample', parts, _sampled(decoding, parts, k, grammar), demos
 
 def _sampled_fallback(q: Question, cfg: PipelineConfig, st: Stages, linked, parts: PromptParts, decoding: Decoding,
                       demos: list, outcome: dict, rec: dict, timings: dict, prompt: Callable | None = None) -> dict:
@@ -441,8 +446,7 @@ def voted_outcome(q: Question, cfg: PipelineConfig, st: Stages, linked, parts: P
      "ones, else the first that answers, else `outcome`. `rec['votes']` counts them.")
     outcomes, grammar = [outcome], sample_grammar(cfg, st, linked)
     for k in range(cfg.votes):
-        sampled = replace(decoding, temperature=0.3, top_k=30, stop=parts.stop, seed=k + 1, grammar=grammar)
-        r2, _ = _generate(cfg, st, parts, sampled, rec, timings, 'sample', demos)
+        r2, _ = _generate(cfg, st, parts, _sampled(decoding, parts, k, grammar), rec, timings, 'sample', demos)
         outcomes.append(ground_and_execute(cfg, st, q, linked, r2, timings))
     ok = [acceptable(cfg, q, o, linked) for o in outcomes]
     won = majority(outcomes, ok)
@@ -707,23 +711,6 @@ NAMED_CONFIGS.update({
     'answer_checked_kind_demos': lambda linking='realistic': PipelineConfig(
         linking=linking, demos='dynamic', n_demos=4, facts=False, constrain='kg', sampling_retries=2, max_tokens=400,
         answer_check=True, kind_demos=True),
-    # and the demonstrations that find as many entities as the question names first
-    'entity_demos': lambda linking='realistic': PipelineConfig(
-        linking=linking, demos='dynamic', n_demos=4, facts=False, constrain='kg', sampling_retries=2, max_tokens=400,
-        answer_check=True, kind_demos=True, entity_demos=True),
-    # and a program that leaves a linked entity unused or finds an unlinked one (`kgqa_nb.stages.entity_use`) draws
-    # the samples too, which may find only the linked entities
-    'entity_demos_checked': lambda linking='realistic': PipelineConfig(
-        linking=linking, demos='dynamic', n_demos=4, facts=False, constrain='kg', sampling_retries=2, max_tokens=400,
-        answer_check=True, kind_demos=True, entity_demos=True, entity_check=True),
-    # self-consistency instead of the fallback: four sampled programs for every question, the most frequent answer
-    'entity_demos_voted': lambda linking='realistic': PipelineConfig(
-        linking=linking, demos='dynamic', n_demos=4, facts=False, constrain='kg', sampling_retries=2, max_tokens=400,
-        answer_check=True, kind_demos=True, entity_demos=True, votes=4),
-    # 'entity_demos_checked', and each fallback try a greedy program from a prompt with the next four demonstrations
-    'entity_demos_retried': lambda linking='realistic': PipelineConfig(
-        linking=linking, demos='dynamic', n_demos=4, facts=False, constrain='kg', sampling_retries=2, max_tokens=400,
-        answer_check=True, kind_demos=True, entity_demos=True, entity_check=True, retry_demos=True),
     # four demonstrations with four different program skeletons: structure before wording
     'distinct_skeletons_guided': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic',
                                                                             n_demos=4, facts=False, constrain='kg',
@@ -741,6 +728,25 @@ NAMED_CONFIGS.update({
     'zero_shot_schema': lambda linking='realistic': PipelineConfig(linking=linking, demos='dynamic', n_demos=0,
                                                                    facts=False, correction=0, constrain='kg',
                                                                    sampling_retries=2, max_tokens=400, schema=10),
+})
+
+# %% ../../nbs/50_systems.pipeline.ipynb #09a1a27b
+def _structure_config(linking: str = 'realistic', **changes) -> PipelineConfig:
+    "`answer_checked_kind_demos` with `entity_demos` and `changes`."
+    return replace(NAMED_CONFIGS['answer_checked_kind_demos'](linking), entity_demos=True, **changes)
+
+# the demonstrations that fit the question's structure, and what is done when a program fails a check
+NAMED_CONFIGS.update({
+    # 'answer_checked_kind_demos', and the demonstrations that find as many entities as the question names first
+    'entity_demos': lambda linking='realistic': _structure_config(linking),
+    # and a program that leaves a linked entity unused or finds an unlinked one (`kgqa_nb.stages.entity_use`) draws
+    # the samples too, which may find only the linked entities
+    'entity_demos_checked': lambda linking='realistic': _structure_config(linking, entity_check=True),
+    # self-consistency instead of the fallback (whose `sampling_retries` it leaves unused): four sampled programs for
+    # every question, the most frequent acceptable answer
+    'entity_demos_voted': lambda linking='realistic': _structure_config(linking, votes=4),
+    # 'entity_demos_checked', and each fallback try a greedy program from a prompt with the next four demonstrations
+    'entity_demos_retried': lambda linking='realistic': _structure_config(linking, entity_check=True, retry_demos=True),
 })
 
 # %% ../../nbs/50_systems.pipeline.ipynb #76482ad9
