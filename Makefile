@@ -28,9 +28,10 @@ install: $(STAMP)
 export: install
 	$(BIN)/nbdev_export
 
-# The main job: CodeAlignKGQA (`entity_demos_retried`: retrieved demonstrations that fit the question's structure first,
+# The main job: CodeAlignKGQA (`entity_demos_paths`: retrieved demonstrations that fit the question's structure first,
 # no extracted facts, KG-level grammar, two more programs from the next demonstrations when the answer is empty, of the
-# wrong kind or leaves out a linked entity: the best measured on the natural-wording dev set,
+# wrong kind or leaves out a linked entity, then the relation path from the linked entity that reads most like the
+# question: the best measured on the natural-wording dev set,
 # see outputs/generalization.json) on the demo KQA Pro benchmark with the local
 # Qwen2.5-Coder-1.5B (24 questions, timed on a fresh clone: see README). It writes into the git-ignored $(MAIN_DIR),
 # never into the committed outputs/, and ends with this run's accuracy and SER next to the committed reference run's.

@@ -93,6 +93,7 @@ def kqapro_stages(folder: str | Path,  # a KQA Pro-style folder (kb.json, train.
     from kgqa_nb.programs.prompts import DemoPool
     from kgqa_nb.stages.demos import DemoIndex, coverage_pool
     from kgqa_nb.stages.facts import FactsExtractor
+    from kgqa_nb.stages.paths import path_ranker
     from kgqa_nb.kopl.sparql import kg_executor
     from kgqa_nb.stages.schema import SchemaRetriever
     folder = Path(folder)
@@ -103,10 +104,12 @@ def kqapro_stages(folder: str | Path,  # a KQA Pro-style folder (kb.json, train.
     if grounding:
         from kgqa_nb.stages.grounding import Grounder
         grounder = Grounder(kg, index, backend)
-    return Stages(backend, kg_executor(kg, kg_backend), EntityLinker(kg, index).link,
+    executor = kg_executor(kg, kg_backend)
+    return Stages(backend, executor, EntityLinker(kg, index).link,
                   demos=list(DemoPool.manual_kqapro()),
                   demo_index=DemoIndex(pool, kg=kg), facts=FactsExtractor(kg, theta=theta), grounder=grounder,
-                  execute=execute_answers, schema=SchemaRetriever(kg) if schema else None)
+                  execute=execute_answers, schema=SchemaRetriever(kg) if schema else None,
+                  paths=path_ranker(kg, index.embedder, executor))
 
 # %% ../../nbs/70_datasets.kqapro.ipynb #63f25e5d
 def kqapro_rescore(rec: dict) -> dict:

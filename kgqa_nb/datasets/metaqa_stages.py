@@ -91,6 +91,8 @@ def metaqa_stages(backend: LLMBackend,  # the LLM
     from kgqa_nb.core import data_dir
     from kgqa_nb.kg.remote import stages_kg
     from kgqa_nb.stages.facts import FactsExtractor
+    from kgqa_nb.stages.paths import path_ranker
+    from kgqa_nb.kg.embed import Embedder
     from kgqa_nb.stages.linking import link_metaqa
     from kgqa_nb.stages.demos import DemoIndex, coverage_pool
     kb_txt = Path(root)/'kb.txt' if root is not None else data_dir('metaqa/kb.txt', must_exist=False)
@@ -105,9 +107,11 @@ def metaqa_stages(backend: LLMBackend,  # the LLM
         from kgqa_nb.kg.embed import KGIndex
         from kgqa_nb.stages.grounding import Grounder
         grounder = Grounder(kg, KGIndex(kg), backend)
-    return Stages(backend, kg_executor(kg, kg_backend), partial(link_metaqa, kg=kg), demos=demos,
+    executor = kg_executor(kg, kg_backend)
+    return Stages(backend, executor, partial(link_metaqa, kg=kg), demos=demos,
                   demo_index=DemoIndex(index_pool, kg=kg),
-                  facts=FactsExtractor(kg, theta=theta), grounder=grounder, execute=metaqa_execute)
+                  facts=FactsExtractor(kg, theta=theta), grounder=grounder, execute=metaqa_execute,
+                  paths=path_ranker(kg, Embedder(), executor))
 
 # %% ../../nbs/72_datasets.metaqa_stages.ipynb #286ccf0b
 def metaqa_induced_pool(pool: dict,  # from `metaqa_demo_pool` (its gold programs are not read)

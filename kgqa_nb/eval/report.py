@@ -386,6 +386,8 @@ _STUDY_SECTIONS = [  # the studies, the benchmarks and the tables other notebook
     ('generalization/natural_dev_by_category.md', 'Natural-wording dev set by category (generalization)', None, []),
     ('generalization/natural_dev_votes.md', 'Natural-wording dev set: self-consistency, programs and agreement per '
      'question (generalization)', None, []),
+    ('generalization/natural_dev_paths.md', 'Natural-wording dev set: the relation-path fallback, questions where it '
+     'was tried and taken (generalization)', None, []),
     ('generalization/natural_dev_skeleton_coverage.md',
      "Natural-wording dev set: is the question's program skeleton among its demonstrations? (generalization)", None,
      []),
@@ -563,6 +565,9 @@ NSKGQA_ABLATIONS = [  # (setting, compared with, what changes)
     ('oracle-kge', 'oracle', 'ComplEx scoring instead of KG traversal, oracle subgraph'),
     ('incomplete-kg', 'realistic', '10% of the KG removed (traversal)'),
     ('incomplete-hybrid', 'incomplete-kg', 'incomplete KG: hybrid (KG + ComplEx) instead of traversal'),
+    ('kg50-induced', 'induced', 'KG-50: half the triples removed (traversal, induced phrases)'),
+    ('kg50-kge', 'kg50-induced', 'KG-50: ComplEx trained on KG-50 alone instead of traversal'),
+    ('kg50-hybrid', 'kg50-induced', 'KG-50: hybrid (KG + that ComplEx) instead of traversal'),
 ]
 
 def nskgqa_setting_rows(path: str | Path,  # run_nskgqa's metrics file the settings come from (named in the rows)

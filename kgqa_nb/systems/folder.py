@@ -133,6 +133,7 @@ def folder_stages(kg: KG,  # the folder's KG
     from kgqa_nb.stages.demos import DemoIndex
     from kgqa_nb.kg.embed import KGIndex
     from kgqa_nb.stages.facts import FactsExtractor
+    from kgqa_nb.stages.paths import path_ranker
     from kgqa_nb.stages.linking import EntityLinker
     from kgqa_nb.stages.schema import SchemaRetriever
     index = index or KGIndex(kg, progress=False)
@@ -142,9 +143,10 @@ def folder_stages(kg: KG,  # the folder's KG
     if grounding:
         from kgqa_nb.stages.grounding import Grounder
         grounder = Grounder(kg, index, backend)
-    return Stages(backend, KoPLExecutor(kg), folder_linker(kg, EntityLinker(kg, index)), demos=demos,
+    executor = KoPLExecutor(kg)
+    return Stages(backend, executor, folder_linker(kg, EntityLinker(kg, index)), demos=demos,
                   demo_index=demo_index, facts=FactsExtractor(kg), grounder=grounder,
-                  schema=SchemaRetriever(kg) if schema else None)
+                  schema=SchemaRetriever(kg) if schema else None, paths=path_ranker(kg, index.embedder, executor))
 
 # %% ../../nbs/56_systems.folder.ipynb #05d64ed8
 def multiword_names(kg: KG) -> list[tuple[str, str]]:

@@ -28,15 +28,17 @@ from ..programs.grammar import PROGRAM_FORMATS, kg_vocabulary, program_grammar
 from ..stages.schema import Retrieved, restricted_vocabulary, schema_block
 from ..stages.answer_type import answer_fits, expected_answer, kind_fits
 from ..stages.entity_use import required_entities, uses_linked_entities
+from ..stages.paths import PathChoice
 
 # %% auto #0
 __all__ = ['SYSTEMS', 'CONSTRAIN_LEVELS', 'LATER_FIELDS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'check_config', 'PipelineConfig',
            'LinkerLike', 'FactsLike', 'DemoRetrieverLike', 'GrounderLike', 'ExecutorLike', 'SchemaRetrieverLike',
-           'PipelineError', 'execute_answers', 'Stages', 'constraint_grammar', 'with_facts', 'with_schema', 'kg_names',
-           'question_grammar', 'build_prompt', 'ground_and_execute', 'score', 'structure_misfit', 'acceptable',
-           'sample_grammar', 'answer_key', 'majority', 'voted_outcome', 'answer_question', 'Record', 'record_fields',
-           'is_crashed', 'read_records', 'run_pipeline', 'summarize', 'failure_stage', 'interleave', 'subsample',
-           'question_counts', 'incomplete', 'summary_table', 'failure_table', 'grounding_table']
+           'PathRankerLike', 'PipelineError', 'execute_answers', 'Stages', 'constraint_grammar', 'with_facts',
+           'with_schema', 'kg_names', 'question_grammar', 'build_prompt', 'ground_and_execute', 'executed', 'score',
+           'structure_misfit', 'acceptable', 'sample_grammar', 'answer_key', 'majority', 'voted_outcome',
+           'path_fallback', 'answer_question', 'Record', 'record_fields', 'is_crashed', 'read_records', 'run_pipeline',
+           'summarize', 'failure_stage', 'interleave', 'subsample', 'question_counts', 'incomplete', 'summary_table',
+           'failure_table', 'grounding_table']
 
 # %% ../../nbs/50_systems.pipeline.ipynb #050009b9
 @dataclass
@@ -54,7 +56,7 @@ CONSTRAIN_LEVELS = ('off', 'syntax', 'kg')  # as `kgqa_nb.programs.grammar.LEVEL
 # fields added after records were committed, and their defaults
 LATER_FIELDS = {'constrain': 'off', 'schema': 0, 'schema_grammar': False, 'distinct_skeletons': False,
                 'answer_check': False, 'kind_demos': False, 'entity_check': False, 'entity_demos': False,
-                'votes': 0, 'retry_demos': False}
+                'votes': 0, 'retry_demos': False, 'path_fallback': False}
 
 # %% ../../nbs/50_systems.pipeline.ipynb #66f19e82
 def check_config(cfg) -> None:
@@ -94,6 +96,8 @@ class PipelineConfig:
     votes: int = 0  # self-consistency: sampled programs besides the first, always; the most frequent answer wins
     entity_demos: bool = False  # dynamic demos: those finding as many entities as the question names first
     retry_demos: bool = False  # fallback tries: greedy, each with the next demonstrations instead of sampling
+    path_fallback: bool = False  # when every program fails its checks: the relation path from the question's one
+                                 # linked entity that reads most like it (`kgqa_nb.stages.paths`, no LLM)
 
     def __post_init__(self): check_config(self)
 
@@ -172,6 +176,13 @@ class SchemaRetrieverLike(Protocol):
         "The `k` KG names of each kind closest to the question."
         ...
 
+@runtime_checkable
+class PathRankerLike(Protocol):
+    "`Stages.paths`: the relation path program from an entity that reads most like a question (`paths.PathRanker`)."
+    def best(self, question: str, entity: str, kind: str | None = None) -> PathChoice | None:
+        "The path program, or None when no path from `entity` answers `kind`."
+        ...
+
 # %% ../../nbs/50_systems.pipeline.ipynb #a7dcf687
 class PipelineError(KGQAError):
     "A pipeline was configured for a stage it was not given."
@@ -192,6 +203,7 @@ class Stages:
     facts: FactsLike | None = None  # a `kgqa_nb.stages.facts.FactsExtractor`
     grounder: GrounderLike | None = None  # a `kgqa_nb.stages.grounding.Grounder`
     schema: SchemaRetrieverLike | None = None  # a `kgqa_nb.stages.schema.SchemaRetriever` (KG names: prompt, grammar)
+    paths: PathRankerLike | None = None  # a `kgqa_nb.stages.paths.PathRanker` (`PipelineConfig.path_fallback`)
     execute: Callable = execute_answers  # (executor, program, question, linked) -> answer list
     demo_facts: dict = field(default_factory=dict, repr=False)  # facts of demonstrations, filled by `with_facts`
     grammars: dict = field(default_factory=dict, repr=False)  # (system, level) -> GBNF, filled by `constraint_grammar`
@@ -203,6 +215,7 @@ class Stages:
                 ('demo_index', (cfg.demos == 'dynamic' and cfg.n_demos > 0) or cfg.correction > 0, self.demo_index),
                 ('grounder', cfg.grounding, self.grounder),
                 ('schema', cfg.schema > 0, self.schema),
+                ('paths', cfg.path_fallback, self.paths),
                 ('demos', cfg.demos == 'manual', self.demos)]
         missing = [name for name, needed, have in need if needed and not have]
         if missing: raise PipelineError(f'{cfg.name} needs Stages.{", Stages.".join(missing)}; '
@@ -292,6 +305,10 @@ def ground_and_execute(cfg: PipelineConfig, st: Stages, q: Question, linked, res
     if out['program'] is None:
         out['error'] = out['error'] or f'invalid program: {res.issue.describe() if res.issue else "nothing to read"}'
         return out
+    return executed(st, q, linked, out, timings, t)
+
+def executed(st: Stages, q: Question, linked, out: dict, timings: dict, t: float) -> dict:
+    "`out` with the answers of its program (or the execution error), the time since `t` clocked as execution."
     try: out['prediction'] = st.execute(st.executor, out['program'], q, linked)
     except (ProgramError, ExecutionError) as e: out['error'] = f'execution: {type(e).__name__}: {e}'
     _clock(timings, 'execution', t)
@@ -455,6 +472,31 @@ def voted_outcome(q: Question, cfg: PipelineConfig, st: Stages, linked, parts: P
     rec['votes'] = dict(programs=len(outcomes), acceptable=sum(ok), agree=agree, first_won=won is outcome)
     return won or next((o for o in outcomes if _answers(o)), outcome)
 
+# %% ../../nbs/50_systems.pipeline.ipynb #02d5d8dc
+def _path_attempt(choice: PathChoice) -> dict:
+    return dict(kind='path', text=choice.text, ok=True, issue=None, demos=[], prompt_tokens=0, completion_tokens=0,
+                constrained=False, finish='path', engine='', cached=False, similarity=choice.similarity,
+                candidates=choice.candidates)
+
+def path_fallback(q: Question, cfg: PipelineConfig, st: Stages, linked, outcome: dict, rec: dict,
+                  timings: dict) -> dict:
+    ("With `cfg.path_fallback`, an outcome that is not `acceptable` gives way to the relation path program from the "
+     "question's one required linked entity (`Stages.paths`) when that answers acceptably; else `outcome` stays. "
+     "`rec['path']` says which path was tried and whether it was taken.")
+    if not cfg.path_fallback or acceptable(cfg, q, outcome, linked): return outcome
+    start = required_entities(q.question, linked.entities) if linked else []
+    if len(start) != 1: return outcome
+    t = time.perf_counter()
+    choice = st.paths.best(q.question, start[0], expected_answer(q.question))
+    t = _clock(timings, 'paths', t)
+    if choice is None: return outcome
+    rec['attempts'].append(_path_attempt(choice))
+    walked = executed(st, q, linked, dict(valid=True, program=choice.program, decisions=[], prediction=[], error=None),
+                      timings, t)
+    taken = acceptable(cfg, q, walked, linked)
+    rec['path'] = dict(entity=start[0], text=choice.text, similarity=choice.similarity, taken=taken)
+    return walked if taken else outcome
+
 # %% ../../nbs/50_systems.pipeline.ipynb #375b7afc
 def answer_question(q: Question,  # the question
                     cfg: PipelineConfig,  # what to do
@@ -481,10 +523,12 @@ def answer_question(q: Question,  # the question
     outcome = ground_and_execute(cfg, st, q, linked, res, timings)
     search = voted_outcome if cfg.votes else _sampled_fallback
     outcome = search(q, cfg, st, linked, parts, decoding, demos, outcome, rec, timings, prompt=prompt)
+    outcome = path_fallback(q, cfg, st, linked, outcome, rec, timings)
     rec.update(valid=outcome['valid'], parsed=res.program if res.ok else res.sketch, executed=outcome['program'],
                decisions=outcome['decisions'],
                prediction=outcome['prediction'], error=outcome['error'], **score(outcome['prediction'], q.answers))
-    rec['constraint']['dropped'] = grammar is not None and not all(a['constrained'] for a in rec['attempts'])
+    rec['constraint']['dropped'] = grammar is not None and not all(a['constrained'] for a in rec['attempts']
+                                                                   if a['kind'] != 'path')
     rec['timings'] = {k: round(v, 4) for k, v in timings.items()}
     return rec
 
@@ -747,6 +791,10 @@ NAMED_CONFIGS.update({
     'entity_demos_voted': lambda linking='realistic': _structure_config(linking, votes=4),
     # 'entity_demos_checked', and each fallback try a greedy program from a prompt with the next four demonstrations
     'entity_demos_retried': lambda linking='realistic': _structure_config(linking, entity_check=True, retry_demos=True),
+    # 'entity_demos_retried', and when every program fails its checks the relation path from the question's one linked
+    # entity that reads most like it (`kgqa_nb.stages.paths`; no LLM call)
+    'entity_demos_paths': lambda linking='realistic': _structure_config(linking, entity_check=True, retry_demos=True,
+                                                                        path_fallback=True),
 })
 
 # %% ../../nbs/50_systems.pipeline.ipynb #76482ad9
