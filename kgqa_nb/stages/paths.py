@@ -14,7 +14,7 @@ from ..programs.grammar import kg_vocabulary
 
 # %% auto #0
 __all__ = ['DIRECTIONS', 'KIND_KEYS', 'path_text', 'path_program', 'AnswerRunner', 'TextEncoder', 'PathChoice', 'PathRanker',
-           'path_ranker']
+           'pair_text', 'pair_program', 'path_ranker']
 
 # %% ../../nbs/47_stages.paths.ipynb #f4d8c654
 DIRECTIONS = ('forward', 'backward')  # KoPL's Relate directions
@@ -121,6 +121,46 @@ def best(self: PathRanker, question: str,  # the question as the user wrote it
     i = int(np.argmax(sims))
     (hops, key), score = ends[i], float(sims[i])
     return PathChoice(path_program(entity, hops, key), path_text(entity, hops, key), round(score, 4), len(ends))
+
+# %% ../../nbs/47_stages.paths.ipynb #eab8f7c2
+def pair_text(first: str, hops1: tuple, second: str, hops2: tuple) -> str:
+    "Two paths that meet, in words: 'Rhine country and Danube country'."
+    return f'{path_text(first, hops1)} and {path_text(second, hops2)}'
+
+def pair_program(first: str, hops1: tuple, second: str, hops2: tuple) -> list[dict]:
+    "The KoPL program of what two paths both reach: each path's steps, `And`, `QueryName`."
+    a = path_program(first, hops1)[:-1]
+    b = [dict(s, dependencies=[d + len(a) for d in s['dependencies']]) for s in path_program(second, hops2)[:-1]]
+    n = len(a) + len(b)
+    return a + b + [dict(function='And', inputs=[], dependencies=[len(a) - 1, n - 1]),
+                    dict(function='QueryName', inputs=[], dependencies=[n])]
+
+@patch
+def closest_hops(self: PathRanker, entity: str, question_vector: np.ndarray) -> list[tuple]:
+    "The `2 * beam` one-hop paths from `entity` closest to the question."
+    hops = self.next_hops(entity, ())
+    if not hops: return []
+    sims = self.encoder.encode([path_text(entity, h) for h in hops]) @ question_vector
+    return [hops[i] for i in np.argsort(-sims, kind='stable')[:2 * self.beam]]
+
+# %% ../../nbs/47_stages.paths.ipynb #a2bf66a3
+@patch
+def best_pair(self: PathRanker, question: str,  # the question as the user wrote it
+              first: str, second: str,  # the two linked entities
+              kind: str | None = None,  # the answer kind the wording asks for (names only: None or 'name')
+             ) -> PathChoice | None:
+    "The pair of one-hop paths that reach something in common and read most like `question`; None when none meets."
+    if kind not in (None, 'name'): return None
+    qv = self.encoder.encode([question])[0]
+    sides = [self.closest_hops(e, qv) for e in (first, second)]
+    reach = {(e, h): set(self.reached(e, h)) for e, hs in zip((first, second), sides) for h in hs}
+    meets = [(h1, h2) for h1 in sides[0] for h2 in sides[1] if reach[first, h1] & reach[second, h2]]
+    if not meets: return None
+    sims = self.encoder.encode([pair_text(first, h1, second, h2) for h1, h2 in meets]) @ qv
+    i = int(np.argmax(sims))
+    (h1, h2), score = meets[i], float(sims[i])
+    return PathChoice(pair_program(first, h1, second, h2), pair_text(first, h1, second, h2), round(score, 4),
+                      len(meets))
 
 # %% ../../nbs/47_stages.paths.ipynb #c74d6418
 def path_ranker(kg,  # a `kgqa_nb.kg.store.KG` (or an endpoint's `EndpointKG`)

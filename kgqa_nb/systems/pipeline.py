@@ -97,7 +97,8 @@ class PipelineConfig:
     entity_demos: bool = False  # dynamic demos: those finding as many entities as the question names first
     retry_demos: bool = False  # fallback tries: greedy, each with the next demonstrations instead of sampling
     path_fallback: bool = False  # when every program fails its checks: the relation path from the question's one
-                                 # linked entity that reads most like it (`kgqa_nb.stages.paths`, no LLM)
+                                 # linked entity that reads most like it, or two that meet from its two
+                                 # (`kgqa_nb.stages.paths`, no LLM)
 
     def __post_init__(self): check_config(self)
 
@@ -181,6 +182,9 @@ class PathRankerLike(Protocol):
     "`Stages.paths`: the relation path program from an entity that reads most like a question (`paths.PathRanker`)."
     def best(self, question: str, entity: str, kind: str | None = None) -> PathChoice | None:
         "The path program, or None when no path from `entity` answers `kind`."
+        ...
+    def best_pair(self, question: str, first: str, second: str, kind: str | None = None) -> PathChoice | None:
+        "The program of two one-hop paths that meet, or None when none does."
         ...
 
 # %% ../../nbs/50_systems.pipeline.ipynb #a7dcf687
@@ -481,20 +485,21 @@ def _path_attempt(choice: PathChoice) -> dict:
 def path_fallback(q: Question, cfg: PipelineConfig, st: Stages, linked, outcome: dict, rec: dict,
                   timings: dict) -> dict:
     ("With `cfg.path_fallback`, an outcome that is not `acceptable` gives way to the relation path program from the "
-     "question's one required linked entity (`Stages.paths`) when that answers acceptably; else `outcome` stays. "
-     "`rec['path']` says which path was tried and whether it was taken.")
+     "question's one required linked entity, or two paths that meet from its two (`Stages.paths`), when that answers "
+     "acceptably; else `outcome` stays. `rec['path']` says which path was tried and whether it was taken.")
     if not cfg.path_fallback or acceptable(cfg, q, outcome, linked): return outcome
     start = required_entities(q.question, linked.entities) if linked else []
-    if len(start) != 1: return outcome
-    t = time.perf_counter()
-    choice = st.paths.best(q.question, start[0], expected_answer(q.question))
+    if len(start) not in (1, 2): return outcome
+    t, kind = time.perf_counter(), expected_answer(q.question)
+    choice = st.paths.best(q.question, start[0], kind) if len(start) == 1 else st.paths.best_pair(q.question, *start,
+                                                                                                  kind)
     t = _clock(timings, 'paths', t)
     if choice is None: return outcome
     rec['attempts'].append(_path_attempt(choice))
     walked = executed(st, q, linked, dict(valid=True, program=choice.program, decisions=[], prediction=[], error=None),
                       timings, t)
     taken = acceptable(cfg, q, walked, linked)
-    rec['path'] = dict(entity=start[0], text=choice.text, similarity=choice.similarity, taken=taken)
+    rec['path'] = dict(entities=start, text=choice.text, similarity=choice.similarity, taken=taken)
     return walked if taken else outcome
 
 # %% ../../nbs/50_systems.pipeline.ipynb #375b7afc
@@ -792,7 +797,7 @@ NAMED_CONFIGS.update({
     # 'entity_demos_checked', and each fallback try a greedy program from a prompt with the next four demonstrations
     'entity_demos_retried': lambda linking='realistic': _structure_config(linking, entity_check=True, retry_demos=True),
     # 'entity_demos_retried', and when every program fails its checks the relation path from the question's one linked
-    # entity that reads most like it (`kgqa_nb.stages.paths`; no LLM call)
+    # entity that reads most like it, or two that meet from its two (`kgqa_nb.stages.paths`; no LLM call)
     'entity_demos_paths': lambda linking='realistic': _structure_config(linking, entity_check=True, retry_demos=True,
                                                                         path_fallback=True),
 })
