@@ -548,7 +548,8 @@ class Record:
     config: dict = field(default_factory=dict)  # `PipelineConfig.as_dict()`
     model: str = ''  # `LLMBackend.model`
     llm: dict = field(default_factory=dict)  # calls, cached, prompt_tokens, completion_tokens
-    attempts: list = field(default_factory=list)  # one dict per LLM call: 'generate', 'correct', 'sample' or 'retry'
+    attempts: list = field(default_factory=list)  # one dict per LLM call ('generate', 'correct', 'sample', 'retry'),
+                                                  # and one for a path program ('path', no LLM call)
     linked: dict = field(default_factory=dict)  # entities, concepts, mode
     facts: list = field(default_factory=list)  # the facts in the question's prompt
     schema: dict | None = None  # kind -> the KG names retrieved for the prompt (`PipelineConfig.schema` > 0 only)
