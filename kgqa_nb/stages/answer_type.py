@@ -20,7 +20,9 @@ _NOT_YES_NO = re.compile(r"^\W*(can|could|would|will) you\b|\bor\b", re.I)  # a 
 _NUMBER = re.compile(r"\bhow (many|much)\b|^\W*count\b|\b(what|which) number\b"
                      r"|^\W*(what|which) (is|was) the (total )?number of\b|\bthe total number of\b", re.I)
 _TIME = re.compile(r"^\W*when\b|\b(what|which) (year|date)\b", re.I)
-_NAME = re.compile(r"^\W*(who|whom|where|which)\b", re.I)
+_NAME = re.compile(r"^\W*(who|whom|where|which)\b"
+                   r"|^\W*(in|at|from|on|by|of|to|into|for) (what|which) (?!(year|date|day|month|time|number|age)\b)\w",
+                   re.I)  # 'Who ...', 'In what country ...'
 
 # %% ../../nbs/45_stages.answer_type.ipynb #69d82b5a
 def expected_answer(question: str,  # the question as the user wrote it

@@ -4,7 +4,8 @@
 
 # %% ../../nbs/47_stages.paths.ipynb #dc589e5b
 from __future__ import annotations
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Protocol
 import numpy as np
 from fastcore.basics import patch
@@ -13,8 +14,9 @@ from ..kopl.executor import KoPLExecutor, ExecutionError
 from ..programs.grammar import kg_vocabulary
 
 # %% auto #0
-__all__ = ['DIRECTIONS', 'KIND_KEYS', 'path_text', 'path_program', 'AnswerRunner', 'TextEncoder', 'PathChoice', 'PathRanker',
-           'pair_text', 'pair_program', 'path_ranker']
+__all__ = ['DIRECTIONS', 'OP_WORDS', 'KIND_KEYS', 'path_text', 'path_program', 'Constraint', 'Ending', 'ending_text',
+           'ending_program', 'AnswerRunner', 'TextEncoder', 'PathChoice', 'PathRanker', 'counts_things', 'superlative',
+           'written_constraints', 'pair_text', 'pair_program', 'path_ranker']
 
 # %% ../../nbs/47_stages.paths.ipynb #f4d8c654
 DIRECTIONS = ('forward', 'backward')  # KoPL's Relate directions
@@ -36,6 +38,54 @@ def path_program(entity: str,  # the start entity
     for r, d in hops: steps.append(dict(function='Relate', inputs=[r, d], dependencies=[len(steps) - 1]))
     last = dict(function='QueryAttr', inputs=[key]) if key else dict(function='QueryName', inputs=[])
     return steps + [dict(last, dependencies=[len(steps) - 1])]
+
+# %% ../../nbs/47_stages.paths.ipynb #453aca9e
+@dataclass(frozen=True)
+class Constraint:
+    "A comparison the question makes with a value it writes out: 'set up after 1877' is `FilterYear(key, 1877, >)`."
+    function: str  # 'FilterNum', 'FilterYear', 'FilterDate', or a qualifier's: 'QFilterNum', 'QFilterYear', ...
+    value: str  # the value as the question writes it (a quantity may get the unit of the key's values)
+    op: str  # '<', '>' or '='
+    key: str = ''  # the attribute or qualifier compared ('' until one is chosen for a path)
+
+@dataclass(frozen=True)
+class Ending:
+    "A path and how it ends: the names or an attribute of what it reaches, their count, or the largest or smallest."
+    hops: tuple  # (relation, direction) pairs, in order
+    key: str | None = None  # the attribute read at the end, or compared by `among`
+    concept: str | None = None  # what the path reaches is narrowed to this concept first
+    constraint: Constraint | None = None  # then to what meets this comparison
+    count: bool = False  # the number of what is left
+    among: str | None = None  # 'largest' or 'smallest': the one entity whose `key` is
+
+OP_WORDS = {'>': 'more than', '<': 'less than', '=': ''}  # how an op reads in an ending's words
+
+# %% ../../nbs/47_stages.paths.ipynb #76e4259d
+def ending_text(entity: str,  # the start entity
+                end: Ending,
+               ) -> str:
+    "The ending in words: 'number of Agnès Varda director of film publication date more than 2005'."
+    words = [path_text(entity, end.hops)] + ([end.concept] if end.concept else [])
+    c = end.constraint
+    if c: words += [c.key] + ([OP_WORDS[c.op]] if OP_WORDS[c.op] else []) + [c.value]
+    if end.count: return 'number of ' + ' '.join(words)
+    return ' '.join(words + ([end.among] if end.among else []) + ([end.key] if end.key else []))
+
+def ending_program(entity: str,  # the start entity
+                   end: Ending,
+                  ) -> list[dict]:
+    "The KoPL program of the ending: the path's walk, the constraint's filter, `FilterConcept`, the last function."
+    steps = path_program(entity, end.hops)[:-1]
+    def add(function: str, inputs: list): steps.append(dict(function=function, inputs=inputs,
+                                                            dependencies=[len(steps) - 1]))
+    c = end.constraint
+    if c: add(c.function, [c.key, c.value] + ([] if c.function.endswith('Str') else [c.op]))
+    if end.concept: add('FilterConcept', [end.concept])
+    if end.count: add('Count', [])
+    elif end.among: add('SelectAmong', [end.key, end.among])
+    elif end.key: add('QueryAttr', [end.key])
+    else: add('QueryName', [])
+    return steps
 
 # %% ../../nbs/47_stages.paths.ipynb #4237f755
 class AnswerRunner(Protocol):
@@ -67,18 +117,29 @@ class PathRanker:
     executor: AnswerRunner  # runs the paths' programs over the KG
     encoder: TextEncoder  # sentence embeddings
     relations: list[str]  # the KG's relation names
-    keys: dict  # vocabulary slot ('key:quantity', 'key:date', 'key:string', 'key:any') -> attribute keys
+    keys: dict  # vocabulary slot ('key:quantity', ..., 'qkey:date', ...) -> attribute or qualifier keys
     beam: int = 5  # paths kept at each depth
     depth: int = 2  # hops at most
     max_targets: int = 50  # a hop that reaches more entities than this is not followed
+    hop_penalty: float = 0.01  # how much more like the question a path must read for each hop beyond the first
 
 # %% ../../nbs/47_stages.paths.ipynb #8d248344
 @patch
-def reached(self: PathRanker, entity: str, hops: tuple, key: str | None = None) -> list:
-    "The answers of the path's program ([] when it reaches nothing or fails on this KG)."
-    try: out = self.executor.answer(path_program(entity, hops, key))
+def answers(self: PathRanker, program: list[dict]) -> list:
+    "The program's answers ([] when it reaches nothing or fails on this KG)."
+    try: out = self.executor.answer(program)
     except (ProgramError, ExecutionError): return []
     return out if isinstance(out, list) else [out]
+
+@patch
+def reached(self: PathRanker, entity: str, hops: tuple, key: str | None = None) -> list:
+    "The answers of the path's program: the names of what it reaches, or their `key` values."
+    return self.answers(path_program(entity, hops, key))
+
+@patch
+def runs(self: PathRanker, entity: str, end: Ending) -> list:
+    "The answers of the ending's program."
+    return self.answers(ending_program(entity, end))
 
 @patch
 def next_hops(self: PathRanker, entity: str, hops: tuple) -> list[tuple]:
@@ -99,41 +160,141 @@ def beam_paths(self: PathRanker, entity: str, question_vector: np.ndarray) -> li
         kept += frontier
     return kept
 
+# %% ../../nbs/47_stages.paths.ipynb #0f6248cd
+_COUNTING = re.compile(r"\bhow many\b|^\W*count\b|\bnumber of\b", re.I)
+_LARGEST = re.compile(r"\b(most|largest|biggest|highest|tallest|longest|lengthiest|greatest|heaviest)\b", re.I)
+_SMALLEST = re.compile(r"\b(least|smallest|lowest|shortest|fewest|lightest|tiniest)\b", re.I)
+_MORE = re.compile(r"(subsequent to|after|later than|in excess of|more than|greater than|over|above|exceeding"
+                   r"|higher than|bigger than|larger than|at least)\W*$", re.I)
+_LESS = re.compile(r"(prior to|before|earlier than|lower than|less than|under|below|fewer than|smaller than"
+                   r"|at most)\W*$", re.I)
+_LITERAL = re.compile(r"\b(\d{4}-\d\d-\d\d|\d[\d,]*(?:\.\d+)?)\b")
+_NAME_SPAN = re.compile(r"(?<!^)\b[A-Z][\w'.-]*(?: [A-Z][\w'.-]*)*")  # capitalized words, not the first one
+
+def counts_things(question: str) -> bool:
+    "Whether the wording asks for a count ('how many', 'count', 'the number of')."
+    return bool(_COUNTING.search(question))
+
+def superlative(question: str) -> str | None:
+    "'largest' or 'smallest' when the wording asks for the entity with the most or the least of something, else None."
+    if _LARGEST.search(question): return 'largest'
+    return 'smallest' if _SMALLEST.search(question) else None
+
+def written_constraints(question: str) -> list[Constraint]:
+    "The comparisons the wording makes with the numbers, years, dates and names it writes out (keys not chosen yet)."
+    out = []
+    for m in _LITERAL.finditer(question):
+        value, before = m.group(1), question[max(0, m.start() - 30):m.start()]
+        op = '>' if _MORE.search(before) else '<' if _LESS.search(before) else '='
+        if re.fullmatch(r"\d{4}-\d\d-\d\d", value): out.append(Constraint('FilterDate', value, op))
+        elif re.fullmatch(r"1\d{3}|20\d\d", value): out.append(Constraint('FilterYear', value, op))
+        else: out.append(Constraint('FilterNum', value.replace(',', ''), op))
+    return out + [Constraint('FilterStr', m.group(0), '=') for m in _NAME_SPAN.finditer(question)]
+
+# %% ../../nbs/47_stages.paths.ipynb #b1289762
 @patch
-def endings(self: PathRanker, entity: str, paths: list[tuple], kind: str | None) -> list[tuple]:
-    "(hops, key) per way to end each path: its names (a name, or no kind asked), or a key of `kind` it reaches."
-    if kind == 'boolean': return []
+def without_names(self: PathRanker, question: str) -> str:
+    "The question without the KG's relation and attribute names of several words ('highest point' is no superlative)."
+    names = {n for n in self.relations + [k for ks in self.keys.values() for k in ks] if ' ' in n}
+    for n in sorted(names, key=len, reverse=True): question = re.sub(rf'\b{re.escape(n)}\b', ' ', question, flags=re.I)
+    return question
+
+@patch
+def is_a(self: PathRanker, entity: str, concept: str) -> bool:
+    "Whether `entity` is an instance of `concept`."
+    return bool(self.runs(entity, Ending((), concept=concept)))
+
+@patch
+def with_units(self: PathRanker, entity: str, end: Ending, c: Constraint) -> list[Constraint]:
+    "`c` as it may be written for `end`: a quantity also with each unit that `c.key`'s values reached by `end` have."
+    if c.function != 'FilterNum': return [c]
+    units = {str(v).split(' ', 1)[1] for v in self.runs(entity, replace(end, key=c.key)) if ' ' in str(v)}
+    return [c] + [replace(c, value=f'{c.value} {u}') for u in sorted(units)]
+
+@patch
+def constrained(self: PathRanker, entity: str, end: Ending, question: str) -> list[Ending]:
+    "`end` narrowed by each comparison the wording writes, on each key of its type that keeps some but not all."
+    total, out = len(self.runs(entity, end)), []
+    if total < 2: return out
+    for c in written_constraints(question):
+        kind = {'FilterNum': 'quantity', 'FilterStr': 'string'}.get(c.function, 'date')
+        tries = [replace(c, key=k) for k in self.keys.get(f'key:{kind}', [])]
+        if end.hops: tries += [replace(c, function='Q' + c.function, key=k) for k in self.keys.get(f'qkey:{kind}', [])]
+        for ck in (u for t in tries for u in self.with_units(entity, end, t)):
+            narrowed = replace(end, constraint=ck)
+            if 0 < len(self.runs(entity, narrowed)) < total: out.append(narrowed)
+    return out
+
+@patch
+def narrowed(self: PathRanker, entity: str, hops: tuple, question: str, concepts: list) -> list[Ending]:
+    "The sets a path may end on: narrowed to each of `concepts` it reaches, then by the wording's comparisons."
+    sets = [Ending(hops, concept=c) for c in concepts if self.runs(entity, Ending(hops, concept=c))] or [Ending(hops)]
+    return [n for s in sets for n in self.constrained(entity, s, question)] or sets
+
+# %% ../../nbs/47_stages.paths.ipynb #a1b9e76a
+@patch
+def finals(self: PathRanker, entity: str, end: Ending, kind: str | None, question: str,
+           concepts: list,  # the concepts the question names, less the start entity's own
+           among: str | None = None,  # 'largest' or 'smallest' when the wording asks for one entity by a quantity
+          ) -> list[Ending]:
+    "The endings of one narrowed set that answer `kind` as the wording asks."
+    if among:
+        if len(self.runs(entity, end)) < 2: return []
+        options = [replace(end, key=k, among=among) for k in self.keys.get('key:quantity', [])]
+        return [e for e in options if self.runs(entity, e)]
+    out = [end] if kind in (None, 'name') else []
+    if kind == 'number' and counts_things(question) and (end.concept or end.constraint or not concepts):
+        out.append(replace(end, count=True))
     keys = [k for slot in KIND_KEYS.get(kind, ()) for k in self.keys.get(slot, [])]
-    names = [(h, None) for h in paths] if kind in (None, 'name') else []
-    return names + [(h, k) for h in paths for k in keys if self.reached(entity, h, k)]
+    return out + [e for e in (replace(end, key=k) for k in keys) if self.runs(entity, e)]
+
+@patch
+def endings(self: PathRanker, entity: str, paths: list[tuple], kind: str | None,
+            question: str = '',  # the wording (counts, superlatives and written values end paths too)
+            concepts: list = (),  # the concepts the question names (linked)
+           ) -> list[Ending]:
+    "Every way to end each path that answers `kind` (none for a yes/no question)."
+    if kind == 'boolean': return []
+    named = [c for c in concepts if not self.is_a(entity, c)]
+    among = superlative(self.without_names(question)) if kind in (None, 'name') else None
+    ends = [e for hops in paths for end in self.narrowed(entity, hops, question, named)
+            for e in self.finals(entity, end, kind, question, named, among)]
+    if not any(e.concept for e in ends): return ends
+    return [e for e in ends if e.concept or (kind == 'number' and e.key and not e.among)]
 
 # %% ../../nbs/47_stages.paths.ipynb #18b2156e
 @patch
 def best(self: PathRanker, question: str,  # the question as the user wrote it
          entity: str,  # the entity the path starts from (a linked entity)
          kind: str | None = None,  # the answer kind the wording asks for (`stages.answer_type.expected_answer`)
+         concepts: list = (),  # the concepts the question names (`stages.linking.Linked.concepts`)
         ) -> PathChoice | None:
     "The path program whose words read most like `question`; None when no path from `entity` answers `kind`."
     qv = self.encoder.encode([question])[0]
-    ends = self.endings(entity, self.beam_paths(entity, qv), kind)
+    ends = self.endings(entity, self.beam_paths(entity, qv), kind, question, concepts)
     if not ends: return None
-    sims = self.encoder.encode([path_text(entity, h, k) for h, k in ends]) @ qv
+    sims = self.encoder.encode([ending_text(entity, e) for e in ends]) @ qv
+    sims = sims - self.hop_penalty * np.array([max(len(e.hops) - 1, 0) for e in ends])
     i = int(np.argmax(sims))
-    (hops, key), score = ends[i], float(sims[i])
-    return PathChoice(path_program(entity, hops, key), path_text(entity, hops, key), round(score, 4), len(ends))
+    return PathChoice(ending_program(entity, ends[i]), ending_text(entity, ends[i]), round(float(sims[i]), 4),
+                      len(ends))
 
 # %% ../../nbs/47_stages.paths.ipynb #eab8f7c2
-def pair_text(first: str, hops1: tuple, second: str, hops2: tuple) -> str:
+def pair_text(first: str, hops1: tuple, second: str, hops2: tuple,
+              concept: str | None = None,  # what both reach narrowed to this concept
+             ) -> str:
     "Two paths that meet, in words: 'Rhine country and Danube country'."
-    return f'{path_text(first, hops1)} and {path_text(second, hops2)}'
+    return f'{path_text(first, hops1)} and {path_text(second, hops2)}' + (f' {concept}' if concept else '')
 
-def pair_program(first: str, hops1: tuple, second: str, hops2: tuple) -> list[dict]:
-    "The KoPL program of what two paths both reach: each path's steps, `And`, `QueryName`."
+def pair_program(first: str, hops1: tuple, second: str, hops2: tuple,
+                 concept: str | None = None,  # what both reach narrowed to this concept
+                ) -> list[dict]:
+    "The KoPL program of what two paths both reach: each path's steps, `And`, `FilterConcept`, `QueryName`."
     a = path_program(first, hops1)[:-1]
     b = [dict(s, dependencies=[d + len(a) for d in s['dependencies']]) for s in path_program(second, hops2)[:-1]]
-    n = len(a) + len(b)
-    return a + b + [dict(function='And', inputs=[], dependencies=[len(a) - 1, n - 1]),
-                    dict(function='QueryName', inputs=[], dependencies=[n])]
+    steps = a + b + [dict(function='And', inputs=[], dependencies=[len(a) - 1, len(a) + len(b) - 1])]
+    if concept: steps.append(dict(function='FilterConcept', inputs=[concept], dependencies=[len(steps) - 1]))
+    return steps + [dict(function='QueryName', inputs=[], dependencies=[len(steps) - 1])]
 
 @patch
 def closest_hops(self: PathRanker, entity: str, question_vector: np.ndarray) -> list[tuple]:
@@ -145,22 +306,31 @@ def closest_hops(self: PathRanker, entity: str, question_vector: np.ndarray) -> 
 
 # %% ../../nbs/47_stages.paths.ipynb #a2bf66a3
 @patch
+def meeting(self: PathRanker, first: str, second: str, question_vector: np.ndarray) -> list[tuple]:
+    "The pairs of close one-hop paths, one from each entity, that reach something in common."
+    sides = [self.closest_hops(e, question_vector) for e in (first, second)]
+    reach = {(e, h): set(self.reached(e, h)) for e, hs in zip((first, second), sides) for h in hs}
+    return [(h1, h2) for h1 in sides[0] for h2 in sides[1] if reach[first, h1] & reach[second, h2]]
+
+@patch
 def best_pair(self: PathRanker, question: str,  # the question as the user wrote it
               first: str, second: str,  # the two linked entities
               kind: str | None = None,  # the answer kind the wording asks for (names only: None or 'name')
+              concepts: list = (),  # the concepts the question names: what both reach is narrowed to one that fits
              ) -> PathChoice | None:
     "The pair of one-hop paths that reach something in common and read most like `question`; None when none meets."
     if kind not in (None, 'name'): return None
     qv = self.encoder.encode([question])[0]
-    sides = [self.closest_hops(e, qv) for e in (first, second)]
-    reach = {(e, h): set(self.reached(e, h)) for e, hs in zip((first, second), sides) for h in hs}
-    meets = [(h1, h2) for h1 in sides[0] for h2 in sides[1] if reach[first, h1] & reach[second, h2]]
-    if not meets: return None
-    sims = self.encoder.encode([pair_text(first, h1, second, h2) for h1, h2 in meets]) @ qv
+    meets = self.meeting(first, second, qv)
+    named = [c for c in concepts if not (self.is_a(first, c) or self.is_a(second, c))]
+    options = [(h1, h2, c) for h1, h2 in meets for c in named if self.answers(pair_program(first, h1, second, h2, c))]
+    options = options or [(h1, h2, None) for h1, h2 in meets]
+    if not options: return None
+    sims = self.encoder.encode([pair_text(first, h1, second, h2, c) for h1, h2, c in options]) @ qv
     i = int(np.argmax(sims))
-    (h1, h2), score = meets[i], float(sims[i])
-    return PathChoice(pair_program(first, h1, second, h2), pair_text(first, h1, second, h2), round(score, 4),
-                      len(meets))
+    (h1, h2, c), score = options[i], float(sims[i])
+    return PathChoice(pair_program(first, h1, second, h2, c), pair_text(first, h1, second, h2, c), round(score, 4),
+                      len(options))
 
 # %% ../../nbs/47_stages.paths.ipynb #c74d6418
 def path_ranker(kg,  # a `kgqa_nb.kg.store.KG` (or an endpoint's `EndpointKG`)
@@ -173,4 +343,4 @@ def path_ranker(kg,  # a `kgqa_nb.kg.store.KG` (or an endpoint's `EndpointKG`)
     if beam < 1 or depth < 1: raise ValueError(f'beam and depth must be at least 1, got beam={beam}, depth={depth}')
     names = kg_vocabulary(kg).names
     return PathRanker(executor or KoPLExecutor(kg), encoder, names.get('relation', []),
-                      {k: v for k, v in names.items() if k.startswith('key:')}, beam=beam, depth=depth)
+                      {k: v for k, v in names.items() if k.startswith(('key:', 'qkey:'))}, beam=beam, depth=depth)

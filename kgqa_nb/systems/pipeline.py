@@ -180,10 +180,11 @@ class SchemaRetrieverLike(Protocol):
 @runtime_checkable
 class PathRankerLike(Protocol):
     "`Stages.paths`: the relation path program from an entity that reads most like a question (`paths.PathRanker`)."
-    def best(self, question: str, entity: str, kind: str | None = None) -> PathChoice | None:
+    def best(self, question: str, entity: str, kind: str | None = None, concepts: list = ()) -> PathChoice | None:
         "The path program, or None when no path from `entity` answers `kind`."
         ...
-    def best_pair(self, question: str, first: str, second: str, kind: str | None = None) -> PathChoice | None:
+    def best_pair(self, question: str, first: str, second: str, kind: str | None = None,
+                  concepts: list = ()) -> PathChoice | None:
         "The program of two one-hop paths that meet, or None when none does."
         ...
 
@@ -491,8 +492,8 @@ def path_fallback(q: Question, cfg: PipelineConfig, st: Stages, linked, outcome:
     start = required_entities(q.question, linked.entities) if linked else []
     if len(start) not in (1, 2): return outcome
     t, kind = time.perf_counter(), expected_answer(q.question)
-    choice = st.paths.best(q.question, start[0], kind) if len(start) == 1 else st.paths.best_pair(q.question, *start,
-                                                                                                  kind)
+    if len(start) == 1: choice = st.paths.best(q.question, start[0], kind, linked.concepts)
+    else: choice = st.paths.best_pair(q.question, *start, kind, linked.concepts)
     t = _clock(timings, 'paths', t)
     if choice is None: return outcome
     rec['attempts'].append(_path_attempt(choice))
@@ -801,6 +802,10 @@ NAMED_CONFIGS.update({
     # entity that reads most like it, or two that meet from its two (`kgqa_nb.stages.paths`; no LLM call)
     'entity_demos_paths': lambda linking='realistic': _structure_config(linking, entity_check=True, retry_demos=True,
                                                                         path_fallback=True),
+    # one greedy program, checked as in 'entity_demos_checked'; when it fails a check, the path fallback at once, with
+    # no sampled retry: one LLM call per question
+    'single_call_paths': lambda linking='realistic': _structure_config(linking, entity_check=True, sampling_retries=0,
+                                                                       path_fallback=True),
 })
 
 # %% ../../nbs/50_systems.pipeline.ipynb #76482ad9
