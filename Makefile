@@ -28,12 +28,11 @@ install: $(STAMP)
 export: install
 	$(BIN)/nbdev_export
 
-# The main job: CodeAlignKGQA (`entity_demos_paths`: retrieved demonstrations that fit the question's structure first,
-# no extracted facts, KG-level grammar, two more programs from the next demonstrations when the answer is empty, of the
-# wrong kind or leaves out a linked entity, then the relation path from the linked entity that reads most like the
-# question: the best measured on the natural-wording dev set,
-# see outputs/generalization.json) on the demo KQA Pro benchmark with the local
-# Qwen2.5-Coder-1.5B (24 questions, timed on a fresh clone: see README). It writes into the git-ignored $(MAIN_DIR),
+# The main job: CodeAlignKGQA (`single_call_paths`: retrieved demonstrations that fit the question's structure first,
+# no extracted facts, KG-level grammar, one LLM call; when its answer is empty, of the wrong kind or leaves out a linked
+# entity, the relation path from the linked entity that reads most like the question, ended as the wording asks: the
+# best measured on the natural-wording dev set, see outputs/generalization.json) on the demo KQA Pro benchmark with the
+# local Qwen2.5-Coder-1.5B (24 questions, timed on a fresh clone: see README). It writes into the git-ignored $(MAIN_DIR),
 # never into the committed outputs/, and ends with this run's accuracy and SER next to the committed reference run's.
 # Resumable: rerunning skips finished questions. `make main MAIN_N=12` answers fewer questions. Its whole output is also
 # in $(MAIN_DIR)/papermill.log; when it fails, scripts/main_failed.sh says why in one line (a dead kernel: smoke run).

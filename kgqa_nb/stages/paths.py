@@ -15,8 +15,8 @@ from ..programs.grammar import kg_vocabulary
 
 # %% auto #0
 __all__ = ['DIRECTIONS', 'OP_WORDS', 'KIND_KEYS', 'path_text', 'path_program', 'Constraint', 'Ending', 'ending_text',
-           'ending_program', 'AnswerRunner', 'TextEncoder', 'PathChoice', 'PathRanker', 'counts_things', 'superlative',
-           'written_constraints', 'pair_text', 'pair_program', 'path_ranker']
+           'ending_program', 'AnswerRunner', 'TextEncoder', 'PathChoice', 'PathRanker', 'restated', 'counts_things',
+           'superlative', 'written_constraints', 'pair_text', 'pair_program', 'path_ranker']
 
 # %% ../../nbs/47_stages.paths.ipynb #f4d8c654
 DIRECTIONS = ('forward', 'backward')  # KoPL's Relate directions
@@ -171,6 +171,10 @@ _LESS = re.compile(r"(prior to|before|earlier than|lower than|less than|under|be
 _LITERAL = re.compile(r"\b(\d{4}-\d\d-\d\d|\d[\d,]*(?:\.\d+)?)\b")
 _NAME_SPAN = re.compile(r"(?<!^)\b[A-Z][\w'.-]*(?: [A-Z][\w'.-]*)*")  # capitalized words, not the first one
 
+def restated(question: str, answers: list) -> bool:
+    "Whether the question already writes every answer (then it asks for something else: 'the state with code IT')."
+    return bool(answers) and all(re.search(rf'(?<!\w){re.escape(str(a))}(?!\w)', question) for a in answers)
+
 def counts_things(question: str) -> bool:
     "Whether the wording asks for a count ('how many', 'count', 'the number of')."
     return bool(_COUNTING.search(question))
@@ -272,6 +276,7 @@ def best(self: PathRanker, question: str,  # the question as the user wrote it
     "The path program whose words read most like `question`; None when no path from `entity` answers `kind`."
     qv = self.encoder.encode([question])[0]
     ends = self.endings(entity, self.beam_paths(entity, qv), kind, question, concepts)
+    ends = [e for e in ends if not restated(question, self.runs(entity, e))]
     if not ends: return None
     sims = self.encoder.encode([ending_text(entity, e) for e in ends]) @ qv
     sims = sims - self.hop_penalty * np.array([max(len(e.hops) - 1, 0) for e in ends])
