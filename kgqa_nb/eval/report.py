@@ -391,9 +391,11 @@ _STUDY_SECTIONS = [  # the studies, the benchmarks and the tables other notebook
     ('generalization/natural_dev_skeleton_coverage.md',
      "Natural-wording dev set: is the question's program skeleton among its demonstrations? (generalization)", None,
      []),
+    ('generalization/levels_val_summary.md', "The demo levels' val split, worded as train is, for choosing as natural_dev "
+     'is (generalization)', None, []),
     ('generalization/levels_summary.md', 'Held-out levels of the demo benchmark and Complex MetaQA: the earlier '
-     'defaults and the configuration chosen on natural_dev, nothing chosen on these questions (generalization)', None,
-     ['generalization/levels_accuracy.png']),
+     'defaults and the configurations chosen on natural_dev and val, nothing chosen on these questions '
+     '(generalization)', None, ['generalization/levels_accuracy.png']),
     ('generalization/metaqa_dev_summary.md', 'MetaQA dev under the earlier and the new default, on the questions every '
      'run answered (generalization)', None, []),
     ('generalization/linking_recall.md', 'Entity-linking recall with and without partial names (generalization)', None,

@@ -108,7 +108,7 @@ class PathChoice:
     "The path program chosen for a question."
     program: list[dict]  # KQA Pro format (`path_program`)
     text: str  # the path in words (`path_text`)
-    similarity: float  # cosine of its words with the question
+    similarity: float  # cosine of its words with the question (less `PathRanker.hop_penalty` per hop beyond the first)
     candidates: int  # paths it was chosen from
 
 @dataclass
@@ -257,7 +257,7 @@ def endings(self: PathRanker, entity: str, paths: list[tuple], kind: str | None,
             question: str = '',  # the wording (counts, superlatives and written values end paths too)
             concepts: list = (),  # the concepts the question names (linked)
            ) -> list[Ending]:
-    "Every way to end each path that answers `kind` (none for a yes/no question)."
+    "Every way to end each path that answers `kind` (none for a yes/no question); those of a named concept first."
     if kind == 'boolean': return []
     named = [c for c in concepts if not self.is_a(entity, c)]
     among = superlative(self.without_names(question)) if kind in (None, 'name') else None
