@@ -257,7 +257,7 @@ def endings(self: PathRanker, entity: str, paths: list[tuple], kind: str | None,
             question: str = '',  # the wording (counts, superlatives and written values end paths too)
             concepts: list = (),  # the concepts the question names (linked)
            ) -> list[Ending]:
-    "Every way to end each path that answers `kind` (none for a yes/no question); those of a named concept first."
+    "Every way to end each path that answers `kind` (none for a yes/no question); only a named concept's where any."
     if kind == 'boolean': return []
     named = [c for c in concepts if not self.is_a(entity, c)]
     among = superlative(self.without_names(question)) if kind in (None, 'name') else None
