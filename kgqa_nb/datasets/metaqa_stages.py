@@ -92,7 +92,6 @@ def metaqa_stages(backend: LLMBackend,  # the LLM
     from kgqa_nb.kg.remote import stages_kg
     from kgqa_nb.stages.facts import FactsExtractor
     from kgqa_nb.stages.paths import path_ranker
-    from kgqa_nb.kg.embed import Embedder
     from kgqa_nb.stages.linking import link_metaqa
     from kgqa_nb.stages.demos import DemoIndex, coverage_pool
     kb_txt = Path(root)/'kb.txt' if root is not None else data_dir('metaqa/kb.txt', must_exist=False)
@@ -107,11 +106,10 @@ def metaqa_stages(backend: LLMBackend,  # the LLM
         from kgqa_nb.kg.embed import KGIndex
         from kgqa_nb.stages.grounding import Grounder
         grounder = Grounder(kg, KGIndex(kg), backend)
-    executor = kg_executor(kg, kg_backend)
-    return Stages(backend, executor, partial(link_metaqa, kg=kg), demos=demos,
-                  demo_index=DemoIndex(index_pool, kg=kg),
+    executor, demo_index = kg_executor(kg, kg_backend), DemoIndex(index_pool, kg=kg)
+    return Stages(backend, executor, partial(link_metaqa, kg=kg), demos=demos, demo_index=demo_index,
                   facts=FactsExtractor(kg, theta=theta), grounder=grounder, execute=metaqa_execute,
-                  paths=path_ranker(kg, Embedder(), executor))
+                  paths=path_ranker(kg, demo_index.embedder, executor))  # one MiniLM for both
 
 # %% ../../nbs/72_datasets.metaqa_stages.ipynb #286ccf0b
 def metaqa_induced_pool(pool: dict,  # from `metaqa_demo_pool` (its gold programs are not read)

@@ -241,16 +241,16 @@ def finals(self: PathRanker, entity: str, end: Ending, kind: str | None, questio
            concepts: list,  # the concepts the question names, less the start entity's own
            among: str | None = None,  # 'largest' or 'smallest' when the wording asks for one entity by a quantity
           ) -> list[Ending]:
-    "The endings of one narrowed set that answer `kind` as the wording asks."
+    "The endings of one narrowed set that answer `kind` as the wording asks, with an answer the question lacks."
     if among:
         if len(self.runs(entity, end)) < 2: return []
         options = [replace(end, key=k, among=among) for k in self.keys.get('key:quantity', [])]
-        return [e for e in options if self.runs(entity, e)]
-    out = [end] if kind in (None, 'name') else []
-    if kind == 'number' and counts_things(question) and (end.concept or end.constraint or not concepts):
-        out.append(replace(end, count=True))
-    keys = [k for slot in KIND_KEYS.get(kind, ()) for k in self.keys.get(slot, [])]
-    return out + [e for e in (replace(end, key=k) for k in keys) if self.runs(entity, e)]
+    else:
+        options = [end] if kind in (None, 'name') else []
+        if kind == 'number' and counts_things(question) and (end.concept or end.constraint or not concepts):
+            options.append(replace(end, count=True))
+        options += [replace(end, key=k) for slot in KIND_KEYS.get(kind, ()) for k in self.keys.get(slot, [])]
+    return [e for e in options if (got := self.runs(entity, e)) and not restated(question, got)]
 
 @patch
 def endings(self: PathRanker, entity: str, paths: list[tuple], kind: str | None,
@@ -276,7 +276,6 @@ def best(self: PathRanker, question: str,  # the question as the user wrote it
     "The path program whose words read most like `question`; None when no path from `entity` answers `kind`."
     qv = self.encoder.encode([question])[0]
     ends = self.endings(entity, self.beam_paths(entity, qv), kind, question, concepts)
-    ends = [e for e in ends if not restated(question, self.runs(entity, e))]
     if not ends: return None
     sims = self.encoder.encode([ending_text(entity, e) for e in ends]) @ qv
     sims = sims - self.hop_penalty * np.array([max(len(e.hops) - 1, 0) for e in ends])
