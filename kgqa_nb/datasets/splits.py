@@ -17,10 +17,11 @@ from .benchgen import demo_kb_dict, metaqa_as_kopl, metaqa_lexicon, write_benchm
 
 # %% auto #0
 __all__ = ['SCHEMA_KINDS', 'ZERO_SHOT_KINDS', 'LEVELS', 'TEST_LEVELS', 'FRAME_PARAPHRASES', 'CLAUSE_PARAPHRASES',
-           'NAME_PARAPHRASES', 'PARAPHRASES', 'METAQA_PARAPHRASES', 'LEVELS_VERSION', 'program_skeleton',
+           'NAME_PARAPHRASES', 'PARAPHRASES', 'METAQA_PARAPHRASES', 'LEVELS_VERSION', 'DEV_LEVELS', 'program_skeleton',
            'schema_items', 'same_skeleton_flags', 'retrieved_skeleton_flags', 'level_splits', 'check_levels',
            'paraphrase_lexicon', 'metaqa_paraphrases', 'skeleton_overlap', 'levels_report', 'build_levels',
-           'write_levels', 'demo_benchmark_levels', 'complex_metaqa_levels', 'skeleton_coverage']
+           'write_levels', 'demo_benchmark_levels', 'complex_metaqa_levels', 'held_out_by', 'dev_levels',
+           'demo_dev_levels', 'skeleton_coverage']
 
 # %% ../../nbs/79_datasets.splits.ipynb #5d9ba75b
 SCHEMA_KINDS = ('relation', 'key', 'qkey', 'concept')  # the parameter kinds of `functions.PARAM_KINDS` that name schema
@@ -423,6 +424,44 @@ def complex_metaqa_levels(n_per_category: int = 3000,  # questions generated per
     kb = metaqa_as_kopl(Path(kb_path) if kb_path else data_dir('metaqa/kb.txt'))
     lex = metaqa_lexicon(kb).merged(metaqa_paraphrases(kb))
     return write_levels(folder, kb, build_levels(kb, n_per_category, seed, METAQA_CATEGORIES, lex, level_share))
+
+# %% ../../nbs/79_datasets.splits.ipynb #e777a981
+DEV_LEVELS = ('dev_compositional', 'dev_zero_shot')
+
+def held_out_by(test: dict[str, list[dict]]) -> tuple[set, set, set]:
+    "What a split's test levels hold out: compositional skeletons, zero-shot schema items, and the questions asked."
+    skels = {program_skeleton(q['program']) for q in test['test_compositional']}
+    seen = set().union(*(schema_items(q['program']) for q in test['train']))
+    items = set().union(*(schema_items(q['program']) for q in test['test_zero_shot'])) - seen
+    return skels, items, {q['question'] for lv in TEST_LEVELS for q in test[lv]}
+
+def dev_levels(dev: dict[str, list[dict]],  # another seed's levels ({level: records}, as `level_splits` returns)
+               test: dict[str, list[dict]],  # the levels whose held-out skeletons, items and questions stay unseen
+              ) -> dict[str, list[dict]]:
+    "{'dev_compositional': ..., 'dev_zero_shot': ...}: `dev`'s held-out questions that share nothing `test` holds out."
+    skels, items, asked = held_out_by(test)
+    def keep(q: dict) -> bool:
+        return program_skeleton(q['program']) not in skels and not schema_items(q['program']) & items \
+            and q['question'] not in asked
+    return {lv: [dict(q, level=lv) for q in dev[src] if keep(q)]
+            for lv, src in zip(DEV_LEVELS, ('test_compositional', 'test_zero_shot'))}
+
+# %% ../../nbs/79_datasets.splits.ipynb #c7127410
+def demo_dev_levels(seed: int = 1,  # the split whose held-out questions are for choosing
+                    test_seed: int = 0,  # the split whose test levels report (kept unseen)
+                    n_per_category: int = 200,
+                    level_share: float = 0.1,
+                    cache: str | Path | None = None,
+                   ) -> Path:
+    "The demo benchmark's levels for `seed`, with `DEV_LEVELS` files added (`dev_levels` against `test_seed`)."
+    if seed == test_seed: raise KGQAError(f'dev levels need a seed other than the test seed ({test_seed})')
+    folder = demo_benchmark_levels(n_per_category, seed, level_share, cache)
+    if all((folder/f'{lv}.json').exists() for lv in DEV_LEVELS): return folder
+    read = lambda f, lvs: {lv: json.loads((f/f'{lv}.json').read_text(encoding='utf-8')) for lv in lvs}
+    test = read(demo_benchmark_levels(n_per_category, test_seed, level_share, cache), ('train',) + TEST_LEVELS)
+    for lv, qs in dev_levels(read(folder, TEST_LEVELS), test).items():
+        (folder/f'{lv}.json').write_text(json.dumps(qs, ensure_ascii=False), encoding='utf-8')
+    return folder
 
 # %% ../../nbs/79_datasets.splits.ipynb #db76ebc1
 def skeleton_coverage(index,  # a `kgqa_nb.stages.demos.DemoIndex` over the pool

@@ -391,15 +391,16 @@ _STUDY_SECTIONS = [  # the studies, the benchmarks and the tables other notebook
     ('generalization/natural_dev_skeleton_coverage.md',
      "Natural-wording dev set: is the question's program skeleton among its demonstrations? (generalization)", None,
      []),
-    ('generalization/levels_val_summary.md', "The demo levels' val split, worded as train is, for choosing as natural_dev "
-     'is (generalization)', None, []),
+    ('generalization/levels_val_summary.md', "For choosing, as natural_dev is: the demo levels' val split, worded as "
+     "train is, and the dev levels, a second seed's compositional and zero-shot questions that share no held-out "
+     'skeleton, zero-shot item or question with the test levels (generalization)', None, []),
     ('generalization/levels_summary.md', 'Held-out levels of the demo benchmark and Complex MetaQA: the earlier '
      'defaults and the configurations chosen on natural_dev and val, nothing chosen on these questions '
      '(generalization)', None, ['generalization/levels_accuracy.png']),
     ('generalization/metaqa_dev_summary.md', 'MetaQA dev under the earlier and the new default, on the questions every '
      'run answered (generalization)', None, []),
-    ('generalization/linking_recall.md', 'Entity-linking recall with and without partial names (generalization)', None,
-     []),
+    ('generalization/linking_recall.md', 'Entity and concept linking with and without partial names and concept '
+     'phrases (generalization)', None, []),
     ('benchgen_levels.md', 'Evaluation levels of the demo benchmark and Complex MetaQA: i.i.d., compositional, '
      'zero-shot (benchgen levels)', None, []),
     ('generation_ser.json', 'Syntax error rate of generation (generation_ser)', read_generation_ser, []),

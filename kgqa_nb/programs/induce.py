@@ -17,18 +17,17 @@ from ..core import KGQAError, progress_bar
 from ..kg.store import KG, gather_rows
 from ..eval.metrics import normalize_answer
 from ..kopl.executor import KoPLExecutor, ExecutionError
-from ..kopl.functions import ProgramError
+from ..kopl.functions import DIRECTIONS, ProgramError
 from ..datasets.metaqa import execute_without_topic
 
 # %% auto #0
-__all__ = ['DIRECTIONS', 'EXTENSIONS', 'IRREGULAR', 'INDUCE_VERSION', 'REPORT_COLUMNS', 'Plan', 'InductionError', 'set_f1',
-           'AnswerSet', 'relate_all', 'code_hop', 'item_concepts', 'covering_concepts', 'PathSearch', 'Candidate',
-           'relevance', 'verify', 'choose', 'Induction', 'default_linker', 'induce_programs', 'induced_record',
-           'induce_pool', 'program_signature', 'induction_report', 'metaqa_records', 'kqapro_records',
-           'report_markdown']
+__all__ = ['EXTENSIONS', 'IRREGULAR', 'INDUCE_VERSION', 'REPORT_COLUMNS', 'Plan', 'InductionError', 'set_f1', 'AnswerSet',
+           'relate_all', 'code_hop', 'item_concepts', 'covering_concepts', 'PathSearch', 'Candidate', 'relevance',
+           'verify', 'choose', 'Induction', 'default_linker', 'induce_programs', 'induced_record', 'induce_pool',
+           'program_signature', 'induction_report', 'metaqa_records', 'kqapro_records', 'report_markdown']
 
 # %% ../../nbs/25_programs.induce.ipynb #b64161fc
-DIRECTIONS = ('forward', 'backward')  # KoPL's Relate directions; a relation code is 2 * relation id + direction
+# a relation code is 2 * relation id + its index in DIRECTIONS (KoPL's Relate directions, from kopl.functions)
 
 def _step(function: str, inputs: list, dependencies: list) -> dict:
     "One step in KQA Pro format."

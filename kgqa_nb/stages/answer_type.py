@@ -15,14 +15,17 @@ ANSWER_KINDS = ('boolean', 'number', 'time', 'name')
 _AUX = r"(is|are|was|were|does|do|did|has|have|had|can|could|will|would|should)"
 _YES_NO_OPENING = re.compile(rf"^\W*{_AUX}\b", re.I)
 _TAG_QUESTION = re.compile(rf",\s*{_AUX}(n't| not)?\s+(it|he|she|they|there|that|this)\s*\?\s*$", re.I)
-_CONFIRM = re.compile(r"^\W*(can|could) you (confirm|verify|check|tell me (whether|if))\b", re.I)
+_CONFIRM = re.compile(r"^\W*(can|could) you (confirm|verify|check|tell me (whether|if))\b"
+                      r"|^\W*(would|do|did) you (say|agree|think) that\b|^\W*is it (true|the case) that\b", re.I)
 _NOT_YES_NO = re.compile(r"^\W*(can|could|would|will) you\b|\bor\b", re.I)  # a request, or a choice
 _NUMBER = re.compile(r"\bhow (many|much)\b|^\W*count\b|\b(what|which) number\b"
                      r"|^\W*(what|which) (is|was) the (total )?number of\b|\bthe total number of\b", re.I)
 _TIME = re.compile(r"^\W*when\b|\b(what|which) (year|date)\b", re.I)
 _NAME = re.compile(r"^\W*(who|whom|where|which)\b"
-                   r"|^\W*(in|at|from|on|by|of|to|into|for) (what|which) (?!(year|date|day|month|time|number|age)\b)\w",
-                   re.I)  # 'Who ...', 'In what country ...'
+                   r"|^\W*(in|at|from|on|by|of|to|into|for) (what|which) (?!(year|date|day|month|time|number|age)\b)\w"
+                   r"|^\W*(can|could|would|will) you (please )?(name|identify|list)\b|\bwhich one is (it|that)\W*$"
+                   r"|^\W*(of|among|out of) (all|the|these|those)\b[^?]*,\s*(which|who)\b",
+                   re.I)  # 'Who ...', 'In what country ...', 'Can you name ...', '...: which one is it?', 'Of all X ..., which ...'
 
 # %% ../../nbs/45_stages.answer_type.ipynb #69d82b5a
 def expected_answer(question: str,  # the question as the user wrote it

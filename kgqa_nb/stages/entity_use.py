@@ -11,11 +11,16 @@ from .facts import program_inputs
 __all__ = ['names_answer_kind', 'required_entities', 'entity_use', 'uses_linked_entities']
 
 # %% ../../nbs/46_stages.entity_use.ipynb #4364c4f3
+_RELATIVE = re.compile(r"\w\W+(in|of|for|at|by|to|from|on|with|during|under|through)\s+$", re.I)  # '... in which'
+
 def names_answer_kind(question: str,  # the question text
                       name: str,  # a linked entity's name
                      ) -> bool:
-    "Whether `question` asks for a thing of kind `name` ('Which actor ...'): the name follows 'which' or 'what'."
-    return re.search(rf"\b(which|what)\s+{re.escape(name)}s?\b", question, re.I) is not None
+    ("Whether `question` asks for a thing of kind `name` ('Which actor ...'): the name follows 'which' or 'what', "
+     "not in a relative clause ('the films in which Elijah Wood acted').")
+    for m in re.finditer(rf"\b(which|what)\s+{re.escape(name)}s?\b", question, re.I):
+        if not _RELATIVE.search(question[:m.start()]): return True
+    return False
 
 def required_entities(question: str,  # the question text
                       entities: list[str],  # the entities linking found in it

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fastcore.basics import patch
 from ..core import KGQAError, norm_text, plural
 from .facts import oracle_mentions, load_stopwords
@@ -190,12 +190,15 @@ class EntityLinker:
                  fuzzy_threshold: float | None = 90,  # min rapidfuzz ratio (0-100) for fuzzy entity match; None: none
                  embedding_threshold: float = 0.8,  # minimum cosine of an embedding entity match
                  concept_embedding_threshold: float = 0.8,  # minimum cosine of an embedding concept match
+                 concept_phrase_threshold: float = 0.6,  # minimum cosine of a noun phrase's concept (`phrase_concepts`)
+                 concept_margin: float = 0.1,  # how far that concept must lead the next where the head named none
                  concept_aliases: dict[str, str] | None = None,  # default DEFAULT_CONCEPT_ALIASES
                  partial_names: bool = True,  # also name endings, acronyms, nationality adjectives, plurals (below)
                 ):
         self.kg, self.index, self.nlp = kg, index, nlp or load_spacy()
         self.fuzzy_threshold, self.embedding_threshold = fuzzy_threshold, embedding_threshold
         self.concept_embedding_threshold = concept_embedding_threshold
+        self.concept_phrase_threshold, self.concept_margin = concept_phrase_threshold, concept_margin
         el = kg.elements()  # the KG access protocol: a local `KG` or an endpoint's `remote_kg.EndpointKG`
         self.entity_names, self.concept_names = list(el['entities']), list(el['concepts'])
         self.entities = name_table(self.entity_names)
@@ -457,7 +460,7 @@ def link_doc(self: EntityLinker, doc) -> Linked:
     "Realistic E' and C' of a question already parsed by spaCy."
     exact = self.resolve(self.exact_candidates(doc))
     if self.partial_names: exact = self.with_partial_names(doc, exact)
-    chosen = self.resolve(exact + self.approximate_candidates(doc, exact))
+    chosen = self.phrase_concepts(doc, self.resolve(exact + self.approximate_candidates(doc, exact)))
     return linked_from_mentions([mention(c.text, c.start, c.end, c.name, c.kind, c.score, c.how) for c in chosen],
                                 'realistic')
 
@@ -469,6 +472,38 @@ def link_many(self: EntityLinker, questions: list[str],  # question texts
     for q in questions:
         if not isinstance(q, str) or not q.strip(): raise LinkingError('EntityLinker.link_many: empty question')
     return [self.link_doc(doc) for doc in self.nlp.pipe(questions, batch_size=batch_size)]
+
+# %% ../../nbs/40_stages.linking.ipynb #fd4e3a46
+@patch
+def _modified_chunks(self: EntityLinker, doc, chosen: list[_Candidate]) -> list[tuple]:
+    ("(core span, probe text, whether a modifier is a schema name) of noun chunks (lowercase modifiers, the head "
+     "in the singular) whose head is no entity or schema name.")
+    out, schema = [], self.schema_spans(doc)
+    for c in doc.noun_chunks:
+        core, head = self._core(c), c.root
+        mods = [t for t in core if t.i < head.i and (t.pos_ in ('ADJ', 'NOUN') or t.dep_ == 'amod') and t.is_lower]
+        if c[0].lower_ in _POSSESSIVES or head.pos_ != 'NOUN': continue
+        probe = _Candidate(core.start_char, core.end_char, core.text, '', '', 0, '')
+        if any(x.kind == 'entity' and probe.overlaps(x) for x in chosen): continue
+        if any(a <= head.i < b for a, b in schema): continue
+        named = any(a <= t.i < b for a, b in schema for t in mods)  # 'occupation politician'
+        out.append((probe, ' '.join([t.lower_ for t in mods] + [head.lemma_.lower()]), named))
+    return out
+
+@patch
+def phrase_concepts(self: EntityLinker, doc, chosen: list[_Candidate]) -> list[_Candidate]:
+    "`chosen`, with the concept a modified noun phrase names in place of (or besides) its head's (see above)."
+    chunks = self._modified_chunks(doc, chosen) if self.index is not None else []
+    hits = self.index.search_many('concepts', [t for _, t, _ in chunks], k=2) if chunks else []
+    for (probe, _, named), found in zip(chunks, hits):
+        if not found: continue
+        (name, score), lead = found[0], found[0][1] - (found[1][1] if len(found) > 1 else 0)
+        on_head = [x for x in chosen if x.kind == 'concept' and x.overlaps(probe)]
+        if any(x.name == name for x in on_head) or score < self.concept_phrase_threshold: continue
+        if on_head or (lead >= self.concept_margin and not named):
+            chosen = [x for x in chosen if x not in on_head] + [replace(probe, name=name, kind='concept',
+                                                                         score=score, how='phrase')]
+    return sorted(chosen, key=lambda c: c.start)
 
 # %% ../../nbs/40_stages.linking.ipynb #9eee62b2
 def linking_scores(pairs: list[tuple[Linked, Linked]],  # (predicted, gold) per question

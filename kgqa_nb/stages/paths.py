@@ -9,32 +9,32 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 import numpy as np
 from fastcore.basics import patch
-from ..kopl.functions import ProgramError
+from ..kopl.functions import DIRECTIONS, ProgramError
 from ..kopl.executor import KoPLExecutor, ExecutionError
 from ..programs.grammar import kg_vocabulary
 
 # %% auto #0
-__all__ = ['DIRECTIONS', 'OP_WORDS', 'KIND_KEYS', 'path_text', 'path_program', 'Constraint', 'Ending', 'ending_text',
+__all__ = ['OP_WORDS', 'KIND_KEYS', 'QUALIFIER_KEYS', 'path_text', 'path_program', 'Constraint', 'Ending', 'ending_text',
            'ending_program', 'AnswerRunner', 'TextEncoder', 'PathChoice', 'PathRanker', 'restated', 'counts_things',
-           'superlative', 'written_constraints', 'pair_text', 'pair_program', 'path_ranker']
+           'superlative_phrase', 'superlative', 'written_constraints', 'values_used', 'uses', 'pair_text',
+           'pair_program', 'qualifier_program', 'path_ranker']
 
 # %% ../../nbs/47_stages.paths.ipynb #f4d8c654
-DIRECTIONS = ('forward', 'backward')  # KoPL's Relate directions
-
-def path_text(entity: str,  # the start entity
+def path_text(entity: str | None,  # the start entity (None: every entity, `FindAll`)
               hops: tuple,  # (relation, direction) pairs, in order
               key: str | None = None,  # the attribute read at the end (None: the names of what the path reaches)
              ) -> str:
     "The path in words, as it is compared with the question: 'Inception director place of birth'."
-    words = [entity] + [r if d == 'forward' else f'{r} of' for r, d in hops]
+    words = ([entity] if entity else []) + [r if d == 'forward' else f'{r} of' for r, d in hops]
     return ' '.join(words + ([key] if key else []))
 
-def path_program(entity: str,  # the start entity
+def path_program(entity: str | None,  # the start entity (None: every entity, `FindAll`)
                  hops: tuple,  # (relation, direction) pairs, in order
                  key: str | None = None,  # the attribute read at the end (None: `QueryName`)
                 ) -> list[dict]:
     "The KoPL program (KQA Pro format) that walks the path: `Find`, one `Relate` per hop, `QueryName` or `QueryAttr`."
-    steps = [dict(function='Find', inputs=[entity], dependencies=[])]
+    steps = [dict(function='Find', inputs=[entity], dependencies=[]) if entity else
+             dict(function='FindAll', inputs=[], dependencies=[])]
     for r, d in hops: steps.append(dict(function='Relate', inputs=[r, d], dependencies=[len(steps) - 1]))
     last = dict(function='QueryAttr', inputs=[key]) if key else dict(function='QueryName', inputs=[])
     return steps + [dict(last, dependencies=[len(steps) - 1])]
@@ -54,34 +54,38 @@ class Ending:
     hops: tuple  # (relation, direction) pairs, in order
     key: str | None = None  # the attribute read at the end, or compared by `among`
     concept: str | None = None  # what the path reaches is narrowed to this concept first
-    constraint: Constraint | None = None  # then to what meets this comparison
+    constraints: tuple = ()  # then to what meets each of these comparisons (`Constraint`s)
     count: bool = False  # the number of what is left
     among: str | None = None  # 'largest' or 'smallest': the one entity whose `key` is
+    verify: Constraint | None = None  # yes or no: whether the `key` value of what is left meets this comparison
 
-OP_WORDS = {'>': 'more than', '<': 'less than', '=': ''}  # how an op reads in an ending's words
+OP_WORDS = {'>': 'more than', '<': 'less than', '=': '', '!=': 'not'}  # how an op reads in an ending's words
 
 # %% ../../nbs/47_stages.paths.ipynb #76e4259d
-def ending_text(entity: str,  # the start entity
+def ending_text(entity: str | None,  # the start entity (None: every entity)
                 end: Ending,
                ) -> str:
     "The ending in words: 'number of Agnès Varda director of film publication date more than 2005'."
-    words = [path_text(entity, end.hops)] + ([end.concept] if end.concept else [])
-    c = end.constraint
-    if c: words += [c.key] + ([OP_WORDS[c.op]] if OP_WORDS[c.op] else []) + [c.value]
+    words = [w for w in [path_text(entity, end.hops), end.concept] if w]
+    for c in end.constraints: words += [c.key] + ([OP_WORDS[c.op]] if OP_WORDS[c.op] else []) + [c.value]
     if end.count: return 'number of ' + ' '.join(words)
+    v = end.verify
+    if v: return ' '.join(words + [end.key] + ([OP_WORDS[v.op]] if OP_WORDS[v.op] else []) + [v.value])
     return ' '.join(words + ([end.among] if end.among else []) + ([end.key] if end.key else []))
 
-def ending_program(entity: str,  # the start entity
+def ending_program(entity: str | None,  # the start entity (None: every entity)
                    end: Ending,
                   ) -> list[dict]:
-    "The KoPL program of the ending: the path's walk, the constraint's filter, `FilterConcept`, the last function."
+    "The KoPL program of the ending: the path's walk, the constraints' filters, `FilterConcept`, the last functions."
     steps = path_program(entity, end.hops)[:-1]
     def add(function: str, inputs: list): steps.append(dict(function=function, inputs=inputs,
                                                             dependencies=[len(steps) - 1]))
-    c = end.constraint
-    if c: add(c.function, [c.key, c.value] + ([] if c.function.endswith('Str') else [c.op]))
+    for c in end.constraints: add(c.function, [c.key, c.value] + ([] if c.function.endswith('Str') else [c.op]))
     if end.concept: add('FilterConcept', [end.concept])
     if end.count: add('Count', [])
+    elif end.verify:
+        v = end.verify
+        add('QueryAttr', [end.key]); add(v.function, [v.value] + ([] if v.function.endswith('Str') else [v.op]))
     elif end.among: add('SelectAmong', [end.key, end.among])
     elif end.key: add('QueryAttr', [end.key])
     else: add('QueryName', [])
@@ -121,6 +125,7 @@ class PathRanker:
     beam: int = 5  # paths kept at each depth
     depth: int = 2  # hops at most
     max_targets: int = 50  # a hop that reaches more entities than this is not followed
+    meet_targets: int = 1000  # ... unless it is to meet another entity's hop (`meeting`), up to this many
     hop_penalty: float = 0.01  # how much more like the question a path must read for each hop beyond the first
 
 # %% ../../nbs/47_stages.paths.ipynb #8d248344
@@ -142,22 +147,31 @@ def runs(self: PathRanker, entity: str, end: Ending) -> list:
     return self.answers(ending_program(entity, end))
 
 @patch
-def next_hops(self: PathRanker, entity: str, hops: tuple) -> list[tuple]:
-    "The paths one hop longer than `hops` that reach between 1 and `max_targets` entities."
+def next_hops(self: PathRanker, entity: str, hops: tuple,
+              most: int | None = None,  # entities a path may reach (None: `max_targets`)
+             ) -> list[tuple]:
+    "The paths one hop longer than `hops` that reach between 1 and `most` entities."
     longer = [hops + ((r, d),) for r in self.relations for d in DIRECTIONS]
-    return [h for h in longer if 0 < len(self.reached(entity, h)) <= self.max_targets]
+    return [h for h in longer if 0 < len(self.reached(entity, h)) <= (most or self.max_targets)]
 
 # %% ../../nbs/47_stages.paths.ipynb #1f6100a6
 @patch
-def beam_paths(self: PathRanker, entity: str, question_vector: np.ndarray) -> list[tuple]:
-    "The `beam` paths closest to the question at each depth up to `depth`, all depths together."
+def beam_paths(self: PathRanker, entity: str, question_vector: np.ndarray,
+               concepts: list = (),  # concepts the question names: the closest `beam` paths to each also stay
+              ) -> list[tuple]:
+    ("The `beam` paths closest to the question at each depth up to `depth`, all depths together. The first hop may "
+     "reach up to `meet_targets` entities (a country's cities), but only a path to at most `max_targets` goes on. "
+     "The closest paths that reach a named concept stay too ('cities in Germany': Germany country of).")
     frontier, kept = [()], []
     for _ in range(self.depth):
-        longer = [h for hops in frontier for h in self.next_hops(entity, hops)]
+        longer = [h for hops in frontier for h in self.next_hops(entity, hops, None if hops else self.meet_targets)]
         if not longer: break
         sims = self.encoder.encode([path_text(entity, h) for h in longer]) @ question_vector
-        frontier = [longer[i] for i in np.argsort(-sims, kind='stable')[:self.beam]]
+        order = [longer[i] for i in np.argsort(-sims, kind='stable')]
+        fits = [h for h in order if any(self.runs(entity, Ending(h, concept=c)) for c in concepts)]
+        frontier = list(dict.fromkeys(order[:self.beam] + fits[:self.beam]))
         kept += frontier
+        frontier = [h for h in frontier if len(self.reached(entity, h)) <= self.max_targets]
     return kept
 
 # %% ../../nbs/47_stages.paths.ipynb #0f6248cd
@@ -168,16 +182,22 @@ _MORE = re.compile(r"(subsequent to|after|later than|in excess of|more than|grea
                    r"|higher than|bigger than|larger than|at least)\W*$", re.I)
 _LESS = re.compile(r"(prior to|before|earlier than|lower than|less than|under|below|fewer than|smaller than"
                    r"|at most)\W*$", re.I)
+_NOT_EQUAL = re.compile(r"(different from|other than|not equal to|not)\W*$", re.I)
 _LITERAL = re.compile(r"\b(\d{4}-\d\d-\d\d|\d[\d,]*(?:\.\d+)?)\b")
 _NAME_SPAN = re.compile(r"(?<!^)\b[A-Z][\w'.-]*(?: [A-Z][\w'.-]*)*")  # capitalized words, not the first one
 
 def restated(question: str, answers: list) -> bool:
     "Whether the question already writes every answer (then it asks for something else: 'the state with code IT')."
-    return bool(answers) and all(re.search(rf'(?<!\w){re.escape(str(a))}(?!\w)', question) for a in answers)
+    return bool(answers) and all(re.search(rf'(?<![\w-]){re.escape(str(a))}(?![\w-])', question) for a in answers)
 
 def counts_things(question: str) -> bool:
     "Whether the wording asks for a count ('how many', 'count', 'the number of')."
     return bool(_COUNTING.search(question))
+
+def superlative_phrase(question: str) -> str:
+    "The words after the superlative, up to a comma or the end ('the lowest number of inhabitants?'), or ''."
+    m = _LARGEST.search(question) or _SMALLEST.search(question)
+    return re.split(r'[?.,;:!]', question[m.end():])[0].strip() if m else ''
 
 def superlative(question: str) -> str | None:
     "'largest' or 'smallest' when the wording asks for the entity with the most or the least of something, else None."
@@ -189,11 +209,21 @@ def written_constraints(question: str) -> list[Constraint]:
     out = []
     for m in _LITERAL.finditer(question):
         value, before = m.group(1), question[max(0, m.start() - 30):m.start()]
-        op = '>' if _MORE.search(before) else '<' if _LESS.search(before) else '='
+        op = ('>' if _MORE.search(before) else '<' if _LESS.search(before) else
+              '!=' if _NOT_EQUAL.search(before) else '=')
         if re.fullmatch(r"\d{4}-\d\d-\d\d", value): out.append(Constraint('FilterDate', value, op))
         elif re.fullmatch(r"1\d{3}|20\d\d", value): out.append(Constraint('FilterYear', value, op))
         else: out.append(Constraint('FilterNum', value.replace(',', ''), op))
     return out + [Constraint('FilterStr', m.group(0), '=') for m in _NAME_SPAN.finditer(question)]
+
+def values_used(end: Ending) -> int:
+    "How many values the wording writes (numbers, years, dates, names, string values) the ending compares with."
+    return len(end.constraints) + (end.verify is not None)
+
+def uses(end: Ending, c: Constraint) -> bool:
+    "Whether `end` already compares with the value `c` writes (as written, or with a unit)."
+    done = end.constraints + ((end.verify,) if end.verify else ())
+    return any(u.value == c.value or u.value.startswith(c.value + ' ') for u in done)
 
 # %% ../../nbs/47_stages.paths.ipynb #b1289762
 @patch
@@ -216,38 +246,79 @@ def with_units(self: PathRanker, entity: str, end: Ending, c: Constraint) -> lis
     return [c] + [replace(c, value=f'{c.value} {u}') for u in sorted(units)]
 
 @patch
+def found_values(self: PathRanker, entity: str | None, end: Ending, question: str) -> list[Constraint]:
+    "Equality with each string value of what `end` reaches that the question writes word for word ('left', 'ja')."
+    out = []
+    for k in self.keys.get('key:string', []):
+        values = dict.fromkeys(str(v) for v in self.runs(entity, replace(end, key=k)))
+        out += [Constraint('FilterStr', v, '=', k) for v in values
+                if len(v) > 1 and re.search(rf'(?<!\w){re.escape(v)}(?!\w)', question)]
+    return out
+
+@patch
 def constrained(self: PathRanker, entity: str, end: Ending, question: str) -> list[Ending]:
-    "`end` narrowed by each comparison the wording writes, on each key of its type that keeps some but not all."
+    "`end` narrowed by one more comparison the wording writes, on each key of its type that keeps some of it."
     total, out = len(self.runs(entity, end)), []
-    if total < 2: return out
-    for c in written_constraints(question):
+    if not total: return out
+    for c in written_constraints(question) + self.found_values(entity, end, question):
+        if uses(end, c): continue
         kind = {'FilterNum': 'quantity', 'FilterStr': 'string'}.get(c.function, 'date')
-        tries = [replace(c, key=k) for k in self.keys.get(f'key:{kind}', [])]
-        if end.hops: tries += [replace(c, function='Q' + c.function, key=k) for k in self.keys.get(f'qkey:{kind}', [])]
+        tries = [c] if c.key else [replace(c, key=k) for k in self.keys.get(f'key:{kind}', [])]
+        if not c.key and (end.hops or end.constraints):  # a qualifier of the last hop's or comparison's facts
+            tries += [replace(c, function='Q' + c.function, key=k) for k in self.keys.get(f'qkey:{kind}', [])]
         for ck in (u for t in tries for u in self.with_units(entity, end, t)):
-            narrowed = replace(end, constraint=ck)
-            if 0 < len(self.runs(entity, narrowed)) < total: out.append(narrowed)
+            narrowed = replace(end, constraints=end.constraints + (ck,))
+            if 0 < len(self.runs(entity, narrowed)) <= total: out.append(narrowed)
     return out
 
 @patch
 def narrowed(self: PathRanker, entity: str, hops: tuple, question: str, concepts: list) -> list[Ending]:
-    "The sets a path may end on: narrowed to each of `concepts` it reaches, then by the wording's comparisons."
+    "The sets a path may end on: narrowed to each of `concepts` it reaches, then by one or two written comparisons."
     sets = [Ending(hops, concept=c) for c in concepts if self.runs(entity, Ending(hops, concept=c))] or [Ending(hops)]
-    return [n for s in sets for n in self.constrained(entity, s, question)] or sets
+    ends = [n for s in sets for n in self.constrained(entity, s, question)]
+    ends = [m for n in ends for m in self.constrained(entity, n, question)] + ends  # a second value
+    distinct = {(e.hops, e.concept, frozenset(e.constraints)): e for e in reversed(ends)}  # in either order
+    return list(reversed(distinct.values())) + sets  # `endings` prefers those that use more values
 
 # %% ../../nbs/47_stages.paths.ipynb #a1b9e76a
 @patch
-def finals(self: PathRanker, entity: str, end: Ending, kind: str | None, question: str,
+def verified(self: PathRanker, entity: str | None, end: Ending, question: str) -> list[Ending]:
+    "Yes/no endings of a set of one: an attribute of it compared with a written number, year or date no filter uses."
+    if len(self.runs(entity, end)) != 1: return []
+    out = []
+    for c in (c for c in written_constraints(question) if c.function != 'FilterStr' and not uses(end, c)):
+        kind = 'quantity' if c.function == 'FilterNum' else 'date'
+        keys = [k for k in self.keys.get(f'key:{kind}', []) if self.runs(entity, replace(end, key=k))]  # it has
+        tries = [u for k in keys for u in self.with_units(entity, end, replace(c, key=k))]
+        for ck in tries:
+            e = replace(end, key=ck.key, verify=replace(ck, function=ck.function.replace('Filter', 'Verify')))
+            if self.runs(entity, e): out.append(e)
+    return out
+
+@patch
+def compared_keys(self: PathRanker, question: str) -> list[str]:
+    "The quantity keys a superlative compares: the one its words name ('lowest number of inhabitants'), else all."
+    keys, phrase = self.keys.get('key:quantity', []), superlative_phrase(question)
+    if not (phrase and keys): return keys
+    sims = self.encoder.encode(keys) @ self.encoder.encode([phrase])[0]
+    return [k for k, s in zip(keys, sims) if s >= sims.max() - 0.02]
+
+@patch
+def finals(self: PathRanker, entity: str | None, end: Ending, kind: str | None, question: str,
            concepts: list,  # the concepts the question names, less the start entity's own
            among: str | None = None,  # 'largest' or 'smallest' when the wording asks for one entity by a quantity
+           among_keys: list | None = None,  # the quantity keys it may compare (None: all)
           ) -> list[Ending]:
     "The endings of one narrowed set that answer `kind` as the wording asks, with an answer the question lacks."
+    if not (end.concept or end.constraints) and len(self.runs(entity, end)) > self.max_targets: return []
+    if kind == 'boolean': return self.verified(entity, end, question)
     if among:
         if len(self.runs(entity, end)) < 2: return []
-        options = [replace(end, key=k, among=among) for k in self.keys.get('key:quantity', [])]
+        options = [replace(end, key=k, among=among) for k in among_keys or self.keys.get('key:quantity', [])]
     else:
         options = [end] if kind in (None, 'name') else []
-        if kind == 'number' and counts_things(question) and (end.concept or end.constraint or not concepts):
+        if kind == 'number' and counts_things(question) and (end.concept or end.constraints or not concepts) \
+                and (end.hops or not entity):
             options.append(replace(end, count=True))
         options += [replace(end, key=k) for slot in KIND_KEYS.get(kind, ()) for k in self.keys.get(slot, [])]
     return [e for e in options if (got := self.runs(entity, e)) and not restated(question, got)]
@@ -257,25 +328,30 @@ def endings(self: PathRanker, entity: str, paths: list[tuple], kind: str | None,
             question: str = '',  # the wording (counts, superlatives and written values end paths too)
             concepts: list = (),  # the concepts the question names (linked)
            ) -> list[Ending]:
-    "Every way to end each path that answers `kind` (none for a yes/no question); only a named concept's where any."
-    if kind == 'boolean': return []
-    named = [c for c in concepts if not self.is_a(entity, c)]
+    "Every way to end each path that answers `kind`; only a named concept's where any (always, from every entity)."
+    named = [c for c in concepts if not entity or not self.is_a(entity, c)]
     among = superlative(self.without_names(question)) if kind in (None, 'name') else None
+    among_keys = self.compared_keys(self.without_names(question)) if among else None
     ends = [e for hops in paths for end in self.narrowed(entity, hops, question, named)
-            for e in self.finals(entity, end, kind, question, named, among)]
+            for e in self.finals(entity, end, kind, question, named, among, among_keys)]
+    most = max((values_used(e) for e in ends), default=0)  # a value the wording writes is used where it can be
+    ends = [e for e in ends if values_used(e) == most]
+    if not entity: return [e for e in ends if e.concept]
     if not any(e.concept for e in ends): return ends
     return [e for e in ends if e.concept or (kind == 'number' and e.key and not e.among)]
 
 # %% ../../nbs/47_stages.paths.ipynb #18b2156e
 @patch
 def best(self: PathRanker, question: str,  # the question as the user wrote it
-         entity: str,  # the entity the path starts from (a linked entity)
+         entity: str | None,  # the entity the path starts from (a linked entity; None: every entity)
          kind: str | None = None,  # the answer kind the wording asks for (`stages.answer_type.expected_answer`)
          concepts: list = (),  # the concepts the question names (`stages.linking.Linked.concepts`)
         ) -> PathChoice | None:
     "The path program whose words read most like `question`; None when no path from `entity` answers `kind`."
     qv = self.encoder.encode([question])[0]
-    ends = self.endings(entity, self.beam_paths(entity, qv), kind, question, concepts)
+    named = [c for c in concepts if entity and not self.is_a(entity, c)]
+    paths = [()] + (self.beam_paths(entity, qv, named) if entity else [])  # the entity itself, or every entity
+    ends = self.endings(entity, paths, kind, question, concepts)
     if not ends: return None
     sims = self.encoder.encode([ending_text(entity, e) for e in ends]) @ qv
     sims = sims - self.hop_penalty * np.array([max(len(e.hops) - 1, 0) for e in ends])
@@ -292,23 +368,35 @@ def pair_text(first: str, hops1: tuple, second: str, hops2: tuple,
 
 def pair_program(first: str, hops1: tuple, second: str, hops2: tuple,
                  concept: str | None = None,  # what both reach narrowed to this concept
+                 count: bool = False,  # their number (`Count`) instead of their names
                 ) -> list[dict]:
     "The KoPL program of what two paths both reach: each path's steps, `And`, `FilterConcept`, `QueryName`."
     a = path_program(first, hops1)[:-1]
     b = [dict(s, dependencies=[d + len(a) for d in s['dependencies']]) for s in path_program(second, hops2)[:-1]]
     steps = a + b + [dict(function='And', inputs=[], dependencies=[len(a) - 1, len(a) + len(b) - 1])]
     if concept: steps.append(dict(function='FilterConcept', inputs=[concept], dependencies=[len(steps) - 1]))
-    return steps + [dict(function='QueryName', inputs=[], dependencies=[len(steps) - 1])]
+    return steps + [dict(function='Count' if count else 'QueryName', inputs=[], dependencies=[len(steps) - 1])]
 
 @patch
 def closest_hops(self: PathRanker, entity: str, question_vector: np.ndarray) -> list[tuple]:
-    "The `2 * beam` one-hop paths from `entity` closest to the question."
-    hops = self.next_hops(entity, ())
+    "The `2 * beam` one-hop paths from `entity` closest to the question (reaching up to `meet_targets`)."
+    hops = self.next_hops(entity, (), self.meet_targets)
     if not hops: return []
     sims = self.encoder.encode([path_text(entity, h) for h in hops]) @ question_vector
     return [hops[i] for i in np.argsort(-sims, kind='stable')[:2 * self.beam]]
 
 # %% ../../nbs/47_stages.paths.ipynb #a2bf66a3
+QUALIFIER_KEYS = {'number': 'qkey:quantity', 'time': 'qkey:date', 'name': 'qkey:string',
+                  None: 'qkey:any'}  # answer kind -> the vocabulary slot of the qualifiers that may answer it
+
+def qualifier_program(first: str, second: str,  # the fact's subject and object entities
+                      relation: str, qkey: str,  # the fact's relation and the qualifier read
+                     ) -> list[dict]:
+    "`Find`, `Find`, `QueryRelationQualifier`: a qualifier of the `relation` fact from `first` to `second`."
+    return [dict(function='Find', inputs=[first], dependencies=[]),
+            dict(function='Find', inputs=[second], dependencies=[]),
+            dict(function='QueryRelationQualifier', inputs=[relation, qkey], dependencies=[0, 1])]
+
 @patch
 def meeting(self: PathRanker, first: str, second: str, question_vector: np.ndarray) -> list[tuple]:
     "The pairs of close one-hop paths, one from each entity, that reach something in common."
@@ -317,24 +405,46 @@ def meeting(self: PathRanker, first: str, second: str, question_vector: np.ndarr
     return [(h1, h2) for h1 in sides[0] for h2 in sides[1] if reach[first, h1] & reach[second, h2]]
 
 @patch
-def best_pair(self: PathRanker, question: str,  # the question as the user wrote it
-              first: str, second: str,  # the two linked entities
-              kind: str | None = None,  # the answer kind the wording asks for (names only: None or 'name')
-              concepts: list = (),  # the concepts the question names: what both reach is narrowed to one that fits
-             ) -> PathChoice | None:
-    "The pair of one-hop paths that reach something in common and read most like `question`; None when none meets."
-    if kind not in (None, 'name'): return None
-    qv = self.encoder.encode([question])[0]
-    meets = self.meeting(first, second, qv)
+def met(self: PathRanker, first: str, second: str, concepts: list, question_vector: np.ndarray,
+        count: bool = False,  # the number of what they both reach
+       ) -> list[tuple]:
+    "(program, words) of each pair of paths that meet, narrowed to a named concept where one fits."
+    meets = self.meeting(first, second, question_vector)
     named = [c for c in concepts if not (self.is_a(first, c) or self.is_a(second, c))]
     options = [(h1, h2, c) for h1, h2 in meets for c in named if self.answers(pair_program(first, h1, second, h2, c))]
-    options = options or [(h1, h2, None) for h1, h2 in meets]
+    return [(pair_program(first, h1, second, h2, c, count),
+             ('number of ' if count else '') + pair_text(first, h1, second, h2, c))
+            for h1, h2, c in options or [(h1, h2, None) for h1, h2 in meets]]
+
+@patch
+def between(self: PathRanker, first: str, second: str, kind: str | None) -> list[tuple]:
+    "(program, words) of each qualifier of `kind` on a fact that links the two entities directly, either way."
+    out = []
+    for a, b in ((first, second), (second, first)):
+        linking = qualifier_program(a, b, '', '')[:2] + [dict(function='QueryRelation', inputs=[], dependencies=[0, 1])]
+        for r in self.answers(linking):
+            for k in self.keys.get(QUALIFIER_KEYS.get(kind, 'qkey:any'), []):
+                program = qualifier_program(a, b, r, k)
+                if self.answers(program): out.append((program, f'{a} {r} {b} {k}'))
+    return out
+
+@patch
+def best_pair(self: PathRanker, question: str,  # the question as the user wrote it
+              first: str, second: str,  # the two linked entities
+              kind: str | None = None,  # the answer kind the wording asks for (`stages.answer_type.expected_answer`)
+              concepts: list = (),  # the concepts the question names: what both reach is narrowed to one that fits
+             ) -> PathChoice | None:
+    ("The program over both entities that reads most like `question`: paths that meet (their names or number) or a "
+     "qualifier of a fact between them; None when there is neither.")
+    if kind == 'boolean': return None
+    qv = self.encoder.encode([question])[0]
+    counted = kind == 'number' and counts_things(question)
+    options = (self.met(first, second, concepts, qv, counted) if kind in (None, 'name') or counted else []) + \
+        self.between(first, second, kind)
     if not options: return None
-    sims = self.encoder.encode([pair_text(first, h1, second, h2, c) for h1, h2, c in options]) @ qv
+    sims = self.encoder.encode([text for _, text in options]) @ qv
     i = int(np.argmax(sims))
-    (h1, h2, c), score = options[i], float(sims[i])
-    return PathChoice(pair_program(first, h1, second, h2, c), pair_text(first, h1, second, h2, c), round(score, 4),
-                      len(options))
+    return PathChoice(options[i][0], options[i][1], round(float(sims[i]), 4), len(options))
 
 # %% ../../nbs/47_stages.paths.ipynb #c74d6418
 def path_ranker(kg,  # a `kgqa_nb.kg.store.KG` (or an endpoint's `EndpointKG`)

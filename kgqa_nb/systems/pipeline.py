@@ -34,11 +34,11 @@ from ..stages.paths import PathChoice
 __all__ = ['SYSTEMS', 'CONSTRAIN_LEVELS', 'LATER_FIELDS', 'STAGES', 'NAMED_CONFIGS', 'Question', 'check_config', 'PipelineConfig',
            'LinkerLike', 'FactsLike', 'DemoRetrieverLike', 'GrounderLike', 'ExecutorLike', 'SchemaRetrieverLike',
            'PathRankerLike', 'PipelineError', 'execute_answers', 'Stages', 'constraint_grammar', 'with_facts',
-           'with_schema', 'kg_names', 'question_grammar', 'build_prompt', 'ground_and_execute', 'executed', 'score',
-           'structure_misfit', 'acceptable', 'sample_grammar', 'answer_key', 'majority', 'voted_outcome',
-           'path_fallback', 'answer_question', 'Record', 'record_fields', 'is_crashed', 'read_records', 'run_pipeline',
-           'summarize', 'failure_stage', 'interleave', 'subsample', 'question_counts', 'incomplete', 'summary_table',
-           'failure_table', 'grounding_table']
+           'with_schema', 'kg_names', 'question_grammar', 'build_prompt', 'ground_and_execute', 'verifies_nothing',
+           'executed', 'score', 'structure_misfit', 'acceptable', 'sample_grammar', 'answer_key', 'majority',
+           'voted_outcome', 'path_fallback', 'answer_question', 'Record', 'record_fields', 'is_crashed', 'read_records',
+           'run_pipeline', 'summarize', 'failure_stage', 'interleave', 'subsample', 'question_counts', 'incomplete',
+           'summary_table', 'failure_table', 'grounding_table']
 
 # %% ../../nbs/50_systems.pipeline.ipynb #050009b9
 @dataclass
@@ -180,8 +180,9 @@ class SchemaRetrieverLike(Protocol):
 @runtime_checkable
 class PathRankerLike(Protocol):
     "`Stages.paths`: the relation path program from an entity that reads most like a question (`paths.PathRanker`)."
-    def best(self, question: str, entity: str, kind: str | None = None, concepts: list = ()) -> PathChoice | None:
-        "The path program, or None when no path from `entity` answers `kind`."
+    def best(self, question: str, entity: str | None, kind: str | None = None,
+             concepts: list = ()) -> PathChoice | None:
+        "The path program, or None when no path from `entity` (None: every entity of a concept) answers `kind`."
         ...
     def best_pair(self, question: str, first: str, second: str, kind: str | None = None,
                   concepts: list = ()) -> PathChoice | None:
@@ -312,9 +313,20 @@ def ground_and_execute(cfg: PipelineConfig, st: Stages, q: Question, linked, res
         return out
     return executed(st, q, linked, out, timings, t)
 
+def verifies_nothing(st: Stages, program: list, q: Question, linked) -> bool:
+    ("Whether the program ends in a Verify of no values: its 'no' answers a question about an attribute (or a "
+     "qualifier) the KG does not give what it reached, so it is no answer.")
+    if not program or not str(program[-1].get('function', '')).startswith('Verify'): return False
+    deps = program[-1].get('dependencies') or [len(program) - 2]
+    try: return not st.execute(st.executor, program[:deps[0] + 1], q, linked)
+    except (ProgramError, ExecutionError): return True
+
 def executed(st: Stages, q: Question, linked, out: dict, timings: dict, t: float) -> dict:
     "`out` with the answers of its program (or the execution error), the time since `t` clocked as execution."
-    try: out['prediction'] = st.execute(st.executor, out['program'], q, linked)
+    try:
+        out['prediction'] = st.execute(st.executor, out['program'], q, linked)
+        if out['prediction'] and verifies_nothing(st, out['program'], q, linked):
+            out['prediction'], out['error'] = [], 'execution: the yes/no question compares no values'
     except (ProgramError, ExecutionError) as e: out['error'] = f'execution: {type(e).__name__}: {e}'
     _clock(timings, 'execution', t)
     return out
@@ -486,13 +498,14 @@ def _path_attempt(choice: PathChoice) -> dict:
 def path_fallback(q: Question, cfg: PipelineConfig, st: Stages, linked, outcome: dict, rec: dict,
                   timings: dict) -> dict:
     ("With `cfg.path_fallback`, an outcome that is not `acceptable` gives way to the relation path program from the "
-     "question's one required linked entity, or two paths that meet from its two (`Stages.paths`), when that answers "
-     "acceptably; else `outcome` stays. `rec['path']` says which path was tried and whether it was taken.")
+     "question's one required linked entity (from every entity of its concepts where it requires none), or two paths "
+     "that meet from its two (`Stages.paths`), when that answers acceptably; else `outcome` stays. `rec['path']` says "
+     "which path was tried and whether it was taken.")
     if not cfg.path_fallback or acceptable(cfg, q, outcome, linked): return outcome
     start = required_entities(q.question, linked.entities) if linked else []
-    if len(start) not in (1, 2): return outcome
+    if len(start) > 2 or not (start or (linked and linked.concepts)): return outcome
     t, kind = time.perf_counter(), expected_answer(q.question)
-    if len(start) == 1: choice = st.paths.best(q.question, start[0], kind, linked.concepts)
+    if len(start) < 2: choice = st.paths.best(q.question, start[0] if start else None, kind, linked.concepts)
     else: choice = st.paths.best_pair(q.question, *start, kind, linked.concepts)
     t = _clock(timings, 'paths', t)
     if choice is None: return outcome
