@@ -66,16 +66,15 @@ H_MQI, H_NAT, H_LEV, H_LEVCX, H_PQ, H_WC, H_NSPQ = (f'{HEAD}: {row}' for row in 
     'CodeAlignKGQA, demonstrations induced', 'CodeAlignKGQA on questions we wrote', 'CodeAlignKGQA on held-out levels',
     "CodeAlignKGQA on Complex MetaQA's held-out levels", 'CodeAlignKGQA on PathQuestion',
     'CodeAlignKGQA on WorldCup2014', 'NS-KGQA on PathQuestion'))
-NEW = 'single_call_paths'  # the default chosen on natural_dev and the levels' val split
-RETRIED = 'entity_demos_paths'  # the same with two sampled retries before the path fallback
+NEW = 'single_call_paths'  # the default chosen on natural_dev, the levels' val split and the dev levels
 OWN = 'own_kg.json: kgs'
 FIGURES = [  # (README block, figure as printed, 'file under outputs/: key path'[, scale])
-    (TWO, '15.99', 'run_kqapro/metrics.json: summary.all.seconds'),
-    (TWO, '274', fr'{LOG}: re:^make install: exit 0, (\d+) s'),
-    (TWO, '293', fr'{LOG}: re:^make main \(after install\): exit 0, (\d+) s'),
-    (TWO, '567', fr'{LOG}: re:both: (\d+) s'),
+    (TWO, '15.91', 'run_kqapro/metrics.json: summary.all.seconds'),
+    (TWO, '256', fr'{LOG}: re:^make install: exit 0, (\d+) s'),
+    (TWO, '291', fr'{LOG}: re:^make main \(after install\): exit 0, (\d+) s'),
+    (TWO, '547', fr'{LOG}: re:both: (\d+) s'),
     (TWO, '0', fr'{LOG}: re:grep -c tilezero: (\d+)'),
-    (TWO, '10.936', fr'{LOG}: re:^this run +\d+ +[\d.]+ +[\d.-]+ +[\d.]+ +([\d.]+)'),
+    (TWO, '10.95', fr'{LOG}: re:^this run +\d+ +[\d.]+ +[\d.-]+ +[\d.]+ +([\d.]+)'),
     (TWO, '75.0', fr'{LOG}: re:^this run +\d+ +([\d.]+)'),
     (TWO, '43.95', 'llm_build.json: builds.portable.prompt_tok_s'),
     (TWO, '40.14', 'llm_build.json: builds.native.prompt_tok_s'),
@@ -268,7 +267,7 @@ FIGURES = [  # (README block, figure as printed, 'file under outputs/: key path'
     ('The main job', '55.1', 'run_kqapro/metrics.json: summary.all.ci95[0]'),
     ('The main job', '88.0', 'run_kqapro/metrics.json: summary.all.ci95[1]'),
     ('The main job', '0', 'run_kqapro/metrics.json: summary.all.ser'),
-    ('The main job', '16.0', 'run_kqapro/metrics.json: summary.all.seconds'),
+    ('The main job', '15.9', 'run_kqapro/metrics.json: summary.all.seconds'),
     ('The main job', '24', f'{C}: headline.main_job_reference.n'),
     ('The main job', '4', f'{C}: headline.main_job_reference.categories.Logical'),
     ('The main job', '79.17', f'{C}: headline.main_job_reference.grid_same_questions'),
@@ -309,20 +308,18 @@ FIGURES = [  # (README block, figure as printed, 'file under outputs/: key path'
         ('300', 'summary.all.n')]],
     *[(H_NAT, f, f'generalization.json: headline.{k}') for f, k in [
         ('35.4', 'old_accuracy'), ('26.6', 'old_ci95[0]'), ('45.2', 'old_ci95[1]'), ('99', 'n'),
-        ('75.8', 'default_accuracy'), ('66.5', 'default_ci95[0]'), ('83.1', 'default_ci95[1]'),
-        ('11.7', 'default_s_per_question')]],
+        ('83.8', 'default_accuracy'), ('75.4', 'default_ci95[0]'), ('89.8', 'default_ci95[1]'),
+        ('12.5', 'default_s_per_question')]],
     *[(H_LEV, f, f'generalization.json: headline.held_out.{k}') for f, k in [
         ('68.8', 'test_iid.no_facts_kg_guided.accuracy'), ('43.8', 'test_compositional.no_facts_kg_guided.accuracy'),
         ('39.6', 'test_zero_shot.no_facts_kg_guided.accuracy'), ('48', 'test_iid.no_facts_kg_guided.n'),
-        ('75.0', f'test_iid.{NEW}.accuracy'), ('54.2', f'test_compositional.{NEW}.accuracy'),
-        ('52.1', f'test_zero_shot.{NEW}.accuracy'), ('81.3', f'test_iid.{RETRIED}.accuracy'),
-        ('58.3', f'test_compositional.{RETRIED}.accuracy'), ('58.3', f'test_zero_shot.{RETRIED}.accuracy')]],
+        ('85.4', f'test_iid.{NEW}.accuracy'), ('83.3', f'test_compositional.{NEW}.accuracy'),
+        ('64.6', f'test_zero_shot.{NEW}.accuracy')]],
     *[(H_LEVCX, f, f'generalization.json: headline.held_out_complex_metaqa.{k}') for f, k in [
         ('58.3', 'test_iid.no_facts_kg_guided.accuracy'), ('16.7', 'test_compositional.no_facts_kg_guided.accuracy'),
         ('25.0', 'test_zero_shot.no_facts_kg_guided.accuracy'), ('12', 'test_iid.no_facts_kg_guided.n'),
-        ('66.7', f'test_iid.{NEW}.accuracy'), ('16.7', f'test_compositional.{NEW}.accuracy'),
-        ('33.3', f'test_zero_shot.{NEW}.accuracy'), ('66.7', f'test_iid.{RETRIED}.accuracy'),
-        ('16.7', f'test_compositional.{RETRIED}.accuracy'), ('41.7', f'test_zero_shot.{RETRIED}.accuracy')]],
+        ('66.7', f'test_iid.{NEW}.accuracy'), ('41.7', f'test_compositional.{NEW}.accuracy'),
+        ('16.7', f'test_zero_shot.{NEW}.accuracy')]],
     *[(H_PQ, f, f'{OWN}.pathquestion.hits1.codealign.{k}') for f, k in [
         ('92.0', '2-hop.value'), ('52.0', '3-hop.value'), ('25', '2-hop.n'), ('25', '3-hop.n')]],
     *[(H_WC, f, f'{OWN}.worldcup2014.hits1.codealign.{k}') for f, k in [
