@@ -142,7 +142,7 @@ def reached(self: PathRanker, entity: str, hops: tuple, key: str | None = None) 
     return self.answers(path_program(entity, hops, key))
 
 @patch
-def runs(self: PathRanker, entity: str, end: Ending) -> list:
+def runs(self: PathRanker, entity: str | None, end: Ending) -> list:
     "The answers of the ending's program."
     return self.answers(ending_program(entity, end))
 
@@ -239,7 +239,7 @@ def is_a(self: PathRanker, entity: str, concept: str) -> bool:
     return bool(self.runs(entity, Ending((), concept=concept)))
 
 @patch
-def with_units(self: PathRanker, entity: str, end: Ending, c: Constraint) -> list[Constraint]:
+def with_units(self: PathRanker, entity: str | None, end: Ending, c: Constraint) -> list[Constraint]:
     "`c` as it may be written for `end`: a quantity also with each unit that `c.key`'s values reached by `end` have."
     if c.function != 'FilterNum': return [c]
     units = {str(v).split(' ', 1)[1] for v in self.runs(entity, replace(end, key=c.key)) if ' ' in str(v)}
@@ -256,7 +256,7 @@ def found_values(self: PathRanker, entity: str | None, end: Ending, question: st
     return out
 
 @patch
-def constrained(self: PathRanker, entity: str, end: Ending, question: str) -> list[Ending]:
+def constrained(self: PathRanker, entity: str | None, end: Ending, question: str) -> list[Ending]:
     "`end` narrowed by one more comparison the wording writes, on each key of its type that keeps some of it."
     total, out = len(self.runs(entity, end)), []
     if not total: return out
@@ -272,7 +272,7 @@ def constrained(self: PathRanker, entity: str, end: Ending, question: str) -> li
     return out
 
 @patch
-def narrowed(self: PathRanker, entity: str, hops: tuple, question: str, concepts: list) -> list[Ending]:
+def narrowed(self: PathRanker, entity: str | None, hops: tuple, question: str, concepts: list) -> list[Ending]:
     "The sets a path may end on: narrowed to each of `concepts` it reaches, then by one or two written comparisons."
     sets = [Ending(hops, concept=c) for c in concepts if self.runs(entity, Ending(hops, concept=c))] or [Ending(hops)]
     ends = [n for s in sets for n in self.constrained(entity, s, question)]
@@ -324,7 +324,7 @@ def finals(self: PathRanker, entity: str | None, end: Ending, kind: str | None, 
     return [e for e in options if (got := self.runs(entity, e)) and not restated(question, got)]
 
 @patch
-def endings(self: PathRanker, entity: str, paths: list[tuple], kind: str | None,
+def endings(self: PathRanker, entity: str | None, paths: list[tuple], kind: str | None,
             question: str = '',  # the wording (counts, superlatives and written values end paths too)
             concepts: list = (),  # the concepts the question names (linked)
            ) -> list[Ending]:
