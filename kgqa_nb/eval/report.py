@@ -395,7 +395,7 @@ _STUDY_SECTIONS = [  # the studies, the benchmarks and the tables other notebook
      "train is, and the dev levels, a second seed's compositional and zero-shot questions that share no held-out "
      'skeleton, zero-shot item or question with the test levels (generalization)', None, []),
     ('generalization/levels_summary.md', 'Held-out levels of the demo benchmark and Complex MetaQA: the earlier '
-     'defaults and the configurations chosen on natural_dev and val, nothing chosen on these questions '
+     'default and the default chosen on natural_dev, val and the dev levels, nothing chosen on these questions '
      '(generalization)', None, ['generalization/levels_accuracy.png']),
     ('generalization/metaqa_dev_summary.md', 'MetaQA dev under the earlier and the new default, on the questions every '
      'run answered (generalization)', None, []),

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Protocol
 import numpy as np
 from fastcore.basics import patch
@@ -17,7 +18,7 @@ from ..programs.grammar import kg_vocabulary
 __all__ = ['OP_WORDS', 'KIND_KEYS', 'QUALIFIER_KEYS', 'path_text', 'path_program', 'Constraint', 'Ending', 'ending_text',
            'ending_program', 'AnswerRunner', 'TextEncoder', 'PathChoice', 'PathRanker', 'restated', 'counts_things',
            'superlative_phrase', 'superlative', 'written_constraints', 'values_used', 'uses', 'pair_text',
-           'pair_program', 'qualifier_program', 'path_ranker']
+           'pair_program', 'both_found', 'qualifier_program', 'path_ranker']
 
 # %% ../../nbs/47_stages.paths.ipynb #f4d8c654
 def path_text(entity: str | None,  # the start entity (None: every entity, `FindAll`)
@@ -168,8 +169,8 @@ def beam_paths(self: PathRanker, entity: str, question_vector: np.ndarray,
         if not longer: break
         sims = self.encoder.encode([path_text(entity, h) for h in longer]) @ question_vector
         order = [longer[i] for i in np.argsort(-sims, kind='stable')]
-        fits = [h for h in order if any(self.runs(entity, Ending(h, concept=c)) for c in concepts)]
-        frontier = list(dict.fromkeys(order[:self.beam] + fits[:self.beam]))
+        fits = (h for h in order if any(self.runs(entity, Ending(h, concept=c)) for c in concepts))
+        frontier = list(dict.fromkeys(order[:self.beam] + list(islice(fits, self.beam))))
         kept += frontier
         frontier = [h for h in frontier if len(self.reached(entity, h)) <= self.max_targets]
     return kept
@@ -237,6 +238,11 @@ def without_names(self: PathRanker, question: str) -> str:
 def is_a(self: PathRanker, entity: str, concept: str) -> bool:
     "Whether `entity` is an instance of `concept`."
     return bool(self.runs(entity, Ending((), concept=concept)))
+
+@patch
+def named_concepts(self: PathRanker, concepts: list, *entities: str | None) -> list:
+    "The concepts the question names, less the start entities' own (all of them from every entity: None)."
+    return [c for c in concepts if not any(e and self.is_a(e, c) for e in entities)]
 
 @patch
 def with_units(self: PathRanker, entity: str | None, end: Ending, c: Constraint) -> list[Constraint]:
@@ -329,7 +335,7 @@ def endings(self: PathRanker, entity: str | None, paths: list[tuple], kind: str 
             concepts: list = (),  # the concepts the question names (linked)
            ) -> list[Ending]:
     "Every way to end each path that answers `kind`; only a named concept's where any (always, from every entity)."
-    named = [c for c in concepts if not entity or not self.is_a(entity, c)]
+    named = self.named_concepts(concepts, entity)
     among = superlative(self.without_names(question)) if kind in (None, 'name') else None
     among_keys = self.compared_keys(self.without_names(question)) if among else None
     ends = [e for hops in paths for end in self.narrowed(entity, hops, question, named)
@@ -349,8 +355,7 @@ def best(self: PathRanker, question: str,  # the question as the user wrote it
         ) -> PathChoice | None:
     "The path program whose words read most like `question`; None when no path from `entity` answers `kind`."
     qv = self.encoder.encode([question])[0]
-    named = [c for c in concepts if entity and not self.is_a(entity, c)]
-    paths = [()] + (self.beam_paths(entity, qv, named) if entity else [])  # the entity itself, or every entity
+    paths = [()] + (self.beam_paths(entity, qv, self.named_concepts(concepts, entity)) if entity else [])
     ends = self.endings(entity, paths, kind, question, concepts)
     if not ends: return None
     sims = self.encoder.encode([ending_text(entity, e) for e in ends]) @ qv
@@ -389,13 +394,16 @@ def closest_hops(self: PathRanker, entity: str, question_vector: np.ndarray) -> 
 QUALIFIER_KEYS = {'number': 'qkey:quantity', 'time': 'qkey:date', 'name': 'qkey:string',
                   None: 'qkey:any'}  # answer kind -> the vocabulary slot of the qualifiers that may answer it
 
+def both_found(first: str, second: str) -> list[dict]:
+    "`Find` of each entity: the first two steps of a program over both."
+    return [dict(function='Find', inputs=[e], dependencies=[]) for e in (first, second)]
+
 def qualifier_program(first: str, second: str,  # the fact's subject and object entities
                       relation: str, qkey: str,  # the fact's relation and the qualifier read
                      ) -> list[dict]:
     "`Find`, `Find`, `QueryRelationQualifier`: a qualifier of the `relation` fact from `first` to `second`."
-    return [dict(function='Find', inputs=[first], dependencies=[]),
-            dict(function='Find', inputs=[second], dependencies=[]),
-            dict(function='QueryRelationQualifier', inputs=[relation, qkey], dependencies=[0, 1])]
+    return both_found(first, second) + [dict(function='QueryRelationQualifier', inputs=[relation, qkey],
+                                             dependencies=[0, 1])]
 
 @patch
 def meeting(self: PathRanker, first: str, second: str, question_vector: np.ndarray) -> list[tuple]:
@@ -410,7 +418,7 @@ def met(self: PathRanker, first: str, second: str, concepts: list, question_vect
        ) -> list[tuple]:
     "(program, words) of each pair of paths that meet, narrowed to a named concept where one fits."
     meets = self.meeting(first, second, question_vector)
-    named = [c for c in concepts if not (self.is_a(first, c) or self.is_a(second, c))]
+    named = self.named_concepts(concepts, first, second)
     options = [(h1, h2, c) for h1, h2 in meets for c in named if self.answers(pair_program(first, h1, second, h2, c))]
     return [(pair_program(first, h1, second, h2, c, count),
              ('number of ' if count else '') + pair_text(first, h1, second, h2, c))
@@ -421,7 +429,7 @@ def between(self: PathRanker, first: str, second: str, kind: str | None) -> list
     "(program, words) of each qualifier of `kind` on a fact that links the two entities directly, either way."
     out = []
     for a, b in ((first, second), (second, first)):
-        linking = qualifier_program(a, b, '', '')[:2] + [dict(function='QueryRelation', inputs=[], dependencies=[0, 1])]
+        linking = both_found(a, b) + [dict(function='QueryRelation', inputs=[], dependencies=[0, 1])]
         for r in self.answers(linking):
             for k in self.keys.get(QUALIFIER_KEYS.get(kind, 'qkey:any'), []):
                 program = qualifier_program(a, b, r, k)
